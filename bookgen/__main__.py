@@ -1,0 +1,5 @@
+"""``python -m bookgen``: the same as the ``bookgen`` command."""
+
+from bookgen.cli import main
+
+main()

@@ -1,0 +1,199 @@
+"""The ``bookgen`` command line: a thin layer over the library functions.
+
+Each command parses its options, calls one function of the library and prints
+the result. User errors (:class:`BookgenError`) become one line on stderr and
+exit code 2; Ctrl-C exits with 130 after the command has cleaned up.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from bookgen import __version__
+from bookgen.diagnostics import Diagnostics
+from bookgen.errors import BookgenError
+from bookgen.store import DEFAULT_BOOK
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+book_option = click.option(
+    "-b", "--book", default=DEFAULT_BOOK, show_default=True,
+    type=click.Path(dir_okay=False), help="The SQLite book file.")
+
+
+def reports_errors(function: F) -> F:
+    """Turn library errors into a one-line message and exit code 2."""
+
+    @wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except BookgenError as error:
+            click.echo(f"bookgen: error: {error}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("bookgen: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="bookgen")
+def main() -> None:
+    """Grow, refine and use shogi opening books stored in SQLite.
+
+    A book is one SQLite file (default ./book.sqlite) that plain SQLite tools
+    can open; see docs/schema.md for its tables.
+    """
+
+
+@main.command("import")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@book_option
+@click.option("--format", "fmt", type=click.Choice(["auto", "db2016", "apery"]),
+              default="auto", show_default=True,
+              help="Input format; auto looks at each file's content.")
+@click.option("--strict", is_flag=True,
+              help="Import nothing (exit 2, book untouched) if any entry is invalid, "
+                   "instead of skipping invalid entries.")
+@click.option("--roots", type=click.Path(exists=True, dir_okay=False),
+              help="Apery only: file of 'startpos moves ...' / 'sfen ...' lines to walk "
+                   "from besides the initial position.")
+@click.option("--max-gap", type=click.IntRange(0, 1), default=1, show_default=True,
+              help="Apery only: plies outside the book to look through when walking.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@reports_errors
+def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
+                   roots: str | None, max_gap: int, as_json: bool) -> None:
+    """Import DB2016 (.db) or Apery (.bin) books into BOOK, merging with what is there.
+
+    Invalid entries are reported once each on stderr (file, line, reason),
+    skipped and counted. The book changes in one transaction: an interrupted
+    or failed import leaves it exactly as it was. Duplicate positions keep the
+    minimum ply; a move already in the book is replaced only by an entry with
+    greater depth, or equal depth and greater count.
+
+    Apery files hold keys, not positions: they are walked from the initial
+    position (and --roots) over all legal moves, and records never reached
+    are reported.
+    """
+    from bookgen.importer import import_books
+
+    summary = import_books(sources, book, fmt=fmt, strict=strict, roots=roots,
+                           max_gap=max_gap, diagnostics=Diagnostics())
+    if as_json:
+        click.echo(json.dumps(summary.as_dict(), indent=2))
+        return
+    for info in summary.files:
+        line = (f"{info['file']} ({info['format']}): {info['positions']} positions, "
+                f"{info['moves']} moves read, {info['problems']} problems")
+        if info["format"] == "apery":
+            line += (f"; {info['records']} records, {info['records_unreached']} never "
+                     f"reached, {info['gap_positions']} positions found across gaps")
+        click.echo(line)
+    if summary.interrupted_at_commit:
+        click.echo("bookgen: Ctrl-C came during the final commit; the import completed",
+                   err=True)
+    skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.skipped.items()))
+    click.echo(f"{summary.book}: +{summary.positions_added} positions, +{summary.moves_added} "
+               f"moves, {summary.moves_updated} moves updated"
+               + (f"; skipped {skipped}" if skipped else ""))
+
+
+@main.command("export")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The file to write.")
+@book_option
+@click.option("--format", "fmt", type=click.Choice(["db2016", "apery"]), default="db2016",
+              show_default=True, help="Output format.")
+@click.option("--noe", is_flag=True, help="DB2016: add a '# NOE:<positions>,SORTED' line.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@reports_errors
+def export_command(output: str, book: str, fmt: str, noe: bool, as_json: bool) -> None:
+    """Write the book as a DB2016 text book or an Apery/dlshogi binary book.
+
+    DB2016: normalised sfens with their minimum ply, blocks sorted by sfen,
+    moves best first (value, then count). Apery: 16-byte records sorted by
+    key, counts scaled into 16 bits where a position's largest count exceeds
+    65535.
+    """
+    from bookgen.exporter import export_book
+
+    result = export_book(output, book, fmt=fmt, noe=noe, diagnostics=Diagnostics())
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    elif fmt == "db2016":
+        click.echo(f"{output}: {result['positions']} positions, {result['moves']} moves")
+    else:
+        click.echo(f"{output}: {result['records']} records for {result['positions']} "
+                   f"positions ({result['key_collisions']} key collisions, "
+                   f"{result['counts_scaled']} positions with scaled counts)")
+
+
+@main.command("stats")
+@book_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@reports_errors
+def stats_command(book: str, as_json: bool) -> None:
+    """Size of the book and describe() tables of ply and best value.
+
+    The value tables hold, for each position with moves, the value of its
+    best move, separately for black (sente) and white (gote) to move.
+    """
+    from bookgen.stats import book_stats, format_stats
+
+    stats = book_stats(book)
+    click.echo(json.dumps(stats, indent=2) if as_json else format_stats(stats))
+
+
+@main.command("show")
+@click.argument("position", nargs=-1)
+@book_option
+@click.option("--svg", type=click.Path(dir_okay=False), help="Write the board as SVG here.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@reports_errors
+def show_command(position: tuple[str, ...], book: str, svg: str | None, as_json: bool) -> None:
+    """Show POSITION and its book moves.
+
+    POSITION is 'startpos moves 7g7f ...' or 'sfen <sfen> [moves ...]'
+    (default: the initial position); quoting is optional.
+    """
+    from bookgen.show import format_position, lookup_position
+
+    info = lookup_position(" ".join(position) or "startpos", book, svg=svg)
+    click.echo(json.dumps(info, indent=2) if as_json else format_position(info))
+
+
+@main.command("merge")
+@click.argument("books", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The book to merge into (created if missing).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@reports_errors
+def merge_command(books: tuple[str, ...], output: str, as_json: bool) -> None:
+    """Merge BOOKS into OUTPUT.
+
+    Positions keep their minimum ply. For a move present in several books the
+    entry with the greatest depth wins, then the one with the greatest count;
+    on a full tie the entry already in OUTPUT, then the earlier book, wins.
+    """
+    from bookgen.merge import merge_books
+
+    result = merge_books(output, books)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"{output}: +{result['positions_added']} positions, +{result['moves_added']} "
+                   f"moves, {result['moves_updated']} moves updated; now "
+                   f"{result['positions']} positions, {result['moves']} moves")
+
+
+if __name__ == "__main__":
+    main()

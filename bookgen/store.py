@@ -1,0 +1,419 @@
+"""The book store: one SQLite file per book, opened only through this module.
+
+A :class:`Book` wraps a ``sqlite3`` connection in autocommit mode; writers
+group their work in :meth:`Book.transaction` so that a book is changed by a
+command entirely or not at all (WAL mode: a process killed mid-transaction
+leaves the previous book). Bulk loads go through :class:`Staging`, which
+collects rows in temporary tables and merges them with set-based SQL.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import signal
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bookgen import __version__
+from bookgen.errors import BookgenError
+from bookgen.schema import BOOK_TABLES, MIGRATIONS, SCHEMA_VERSION
+
+DEFAULT_BOOK = "book.sqlite"
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[list[int]]:
+    """Record SIGINT instead of raising it; yields the list of signals received."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: received.append(number))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def fault_point(name: str) -> None:
+    """Kill the process here when BOOKGEN_FAULT names this point (crash tests)."""
+    if os.environ.get("BOOKGEN_FAULT") == name:
+        os.kill(os.getpid(), 9)
+
+
+class Book:
+    """An open book file.
+
+    ``Book(path)`` opens an existing book or creates a new one; with
+    ``create=False`` a missing file is an error; ``readonly=True`` never writes
+    (and refuses books that need a migration).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.created = False   # True when this opener created the book's schema
+        self.commits = 0       # transactions committed through this object
+        self.interrupted = False  # Ctrl-C arrived while a COMMIT was running
+        if not self.path.exists():
+            if not create or readonly:
+                raise BookgenError(f"{self.path}: no such book")
+            if self.path.parent and not self.path.parent.exists():
+                raise BookgenError(f"{self.path}: directory {self.path.parent} does not exist")
+        elif self.path.is_dir():
+            raise BookgenError(f"{self.path}: is a directory, not a book")
+        self._existed = self.path.exists()
+        try:
+            self.conn = self._connect(readonly)
+            self.conn.execute("PRAGMA busy_timeout = 10000")
+            self._check_and_migrate(readonly)
+            if not readonly:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self.conn.execute("PRAGMA cache_size = -262144")
+        except sqlite3.DatabaseError as error:
+            self._close_quietly()
+            raise BookgenError(f"{self.path}: not a readable SQLite book ({error})") from None
+        except BookgenError:
+            self._close_quietly()
+            raise
+
+    # -- opening -------------------------------------------------------------
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        uri = self.path.resolve().as_uri()
+        if not readonly:
+            return sqlite3.connect(uri, uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        # Read-write with query_only, so that closing checkpoints and removes
+        # the WAL files; a truly read-only file falls back to mode=ro.
+        try:
+            conn = sqlite3.connect(uri + "?mode=rw", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            return sqlite3.connect(uri + "?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
+        # Opening may have created an empty file; leave nothing behind.
+        if not self._existed and self.path.exists() and self.path.stat().st_size == 0:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+
+    def _check_and_migrate(self, readonly: bool) -> None:
+        if readonly:
+            self._check_version(readonly)
+            return
+        # Under the write lock, so that two processes creating the same book
+        # cannot both run the creation.
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._check_version(readonly)
+            if version < SCHEMA_VERSION:
+                self._migrate(version)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.created = version == 0
+
+    def _check_version(self, readonly: bool) -> int:
+        """The book's schema version; raises if bookgen cannot use the file."""
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if version == 0 and tables:
+            raise BookgenError(
+                f"{self.path}: SQLite file without bookgen schema "
+                f"(tables: {', '.join(sorted(tables))})")
+        if version > SCHEMA_VERSION:
+            raise BookgenError(
+                f"{self.path}: book schema version {version} is newer than this "
+                f"bookgen supports ({SCHEMA_VERSION}); upgrade bookgen")
+        if version == SCHEMA_VERSION:
+            missing = [t for t in BOOK_TABLES if t not in tables]
+            if missing:
+                raise BookgenError(f"{self.path}: damaged book, missing tables {missing}")
+        elif readonly:
+            raise BookgenError(
+                f"{self.path}: book schema version {version} needs migration to "
+                f"{SCHEMA_VERSION}; open it once for writing")
+        return int(version)
+
+    def _migrate(self, version: int) -> None:
+        for step in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[step]:
+                self.conn.execute(statement)
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                          (str(SCHEMA_VERSION),))
+        if version == 0:
+            self.conn.execute("INSERT INTO meta(key, value) VALUES ('created_at', ?), "
+                              "('created_by', ?)", (now(), f"bookgen {__version__}"))
+        self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def discard_if_unused(self) -> None:
+        """Close, and delete the book if this object created it and nothing was
+        committed to it since (a failed first import leaves no empty book)."""
+        unused = self.created and self.commits == 0
+        if unused:
+            try:
+                row = self.conn.execute(
+                    "SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM positions)"
+                ).fetchone()
+                unused = row[0] == 0
+            except sqlite3.Error:
+                pass
+        self.close()
+        if unused:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+
+    def __enter__(self) -> Book:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions and runs -------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception.
+
+        Ctrl-C during the COMMIT itself is held back until the commit is done
+        and then only recorded in ``self.interrupted``: the caller's work did
+        land, and the caller decides whether to stop.
+        """
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        with _interrupts_held() as held:
+            self.conn.execute("COMMIT")
+            self.commits += 1
+        if held:
+            self.interrupted = True
+
+    def begin_run(self, command: str, params: dict[str, Any],
+                  evaluator: str | None = None) -> int:
+        cursor = self.conn.execute(
+            "INSERT INTO runs(command, params, evaluator, started_at, bookgen_version) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (command, json.dumps(params, sort_keys=True, default=str), evaluator, now(),
+             __version__))
+        return int(cursor.lastrowid)
+
+    def end_run(self, run_id: int, *, status: str = "done", positions_added: int = 0,
+                moves_added: int = 0, moves_updated: int = 0,
+                counts: dict[str, Any] | None = None) -> None:
+        self.conn.execute(
+            "UPDATE runs SET ended_at = ?, status = ?, positions_added = ?, "
+            "moves_added = ?, moves_updated = ?, counts = ? WHERE id = ?",
+            (now(), status, positions_added, moves_added, moves_updated,
+             json.dumps(counts or {}, sort_keys=True), run_id))
+
+    def runs(self) -> list[sqlite3.Row]:
+        self.conn.row_factory = sqlite3.Row
+        try:
+            return self.conn.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        finally:
+            self.conn.row_factory = None
+
+    # -- queries -------------------------------------------------------------
+
+    def count_positions(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM positions").fetchone()[0])
+
+    def count_moves(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM moves").fetchone()[0])
+
+    def find_position(self, sfen: str) -> tuple[int, int | None] | None:
+        """(id, ply) of a position by normalised sfen, or None."""
+        row = self.conn.execute(
+            "SELECT id, ply FROM positions WHERE sfen = ?", (sfen,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def moves_of(self, position_id: int) -> list[BookMove]:
+        rows = self.conn.execute(
+            "SELECT move, ponder, value, depth, count FROM moves WHERE position_id = ?",
+            (position_id,)).fetchall()
+        return sort_moves([BookMove(*row) for row in rows])
+
+    def iter_blocks(self) -> Iterator[tuple[str, int | None, list[BookMove]]]:
+        """Every position that has moves, sorted by sfen, with its moves best first."""
+        cursor = self.conn.execute(
+            "SELECT p.sfen, p.ply, m.move, m.ponder, m.value, m.depth, m.count "
+            "FROM positions p JOIN moves m ON m.position_id = p.id ORDER BY p.sfen")
+        current: str | None = None
+        ply: int | None = None
+        block: list[BookMove] = []
+        for sfen, row_ply, move, ponder, value, depth, count in cursor:
+            if sfen != current:
+                if current is not None:
+                    yield current, ply, sort_moves(block)
+                current, ply, block = sfen, row_ply, []
+            block.append(BookMove(move, ponder, value, depth, count))
+        if current is not None:
+            yield current, ply, sort_moves(block)
+
+
+class BookMove(tuple):
+    """One book move: (move, ponder, value, depth, count).
+
+    ``None`` stands for DB2016's ``none`` (no ponder move, no value, no depth).
+    """
+
+    __slots__ = ()
+    FIELDS = ("move", "ponder", "value", "depth", "count")
+
+    def __new__(cls, move: str, ponder: str | None, value: int | None,
+                depth: int | None, count: int) -> BookMove:
+        return tuple.__new__(cls, (move, ponder, value, depth, count))
+
+    move = property(lambda self: self[0])
+    ponder = property(lambda self: self[1])
+    value = property(lambda self: self[2])
+    depth = property(lambda self: self[3])
+    count = property(lambda self: self[4])
+
+
+def sort_moves(moves: Sequence[BookMove]) -> list[BookMove]:
+    """Best first: value descending (no value last), then count descending, then move."""
+    return sorted(moves, key=lambda m: (m[2] is None, -(m[2] or 0), -m[4], m[0]))
+
+
+# Merge rule shared by import and merge: an incoming move replaces the stored
+# one only if it was searched deeper, or as deep with a greater count.
+MOVE_UPSERT_SQL = """
+    ON CONFLICT(position_id, move) DO UPDATE SET
+        ponder = excluded.ponder, value = excluded.value, depth = excluded.depth,
+        count = excluded.count, run_id = excluded.run_id
+    WHERE coalesce(excluded.depth, -1) > coalesce(moves.depth, -1)
+       OR (coalesce(excluded.depth, -1) = coalesce(moves.depth, -1)
+           AND excluded.count > moves.count)
+"""
+
+PLY_UPSERT_SQL = """
+    ON CONFLICT(sfen) DO UPDATE SET ply = CASE
+        WHEN positions.ply IS NULL THEN excluded.ply
+        WHEN excluded.ply IS NULL THEN positions.ply
+        ELSE min(positions.ply, excluded.ply) END
+"""
+
+
+class BulkWriter:
+    """Writes positions and moves straight into the book, in the caller's transaction.
+
+    Used for imports: rows are buffered and written with ``executemany``;
+    positions are matched by exact sfen (first within this load, then in the
+    book), keep their minimum ply, and moves merge by the rule above. Call
+    :meth:`finish` before committing; roll the transaction back to undo all.
+    """
+
+    BATCH = 50_000
+
+    def __init__(self, book: Book, run_id: int) -> None:
+        self.book = book
+        self.conn = book.conn
+        self.run_id = run_id
+        self.book_was_empty = book.count_positions() == 0
+        self.moves_before = book.count_moves()
+        self.positions_before = book.count_positions()
+        self.next_id = int(self.conn.execute(
+            "SELECT coalesce(max(id), 0) + 1 FROM positions").fetchone()[0])
+        self.ids: dict[str, int] = {}
+        self._new_positions: list[tuple[Any, ...]] = []
+        self._ply_updates: list[tuple[Any, ...]] = []
+        self._moves: list[tuple[Any, ...]] = []
+        self.move_changes = 0
+        self.positions = 0   # position entries received
+        self.moves = 0       # move entries received
+
+    def add_position(self, sfen: str, zobrist: int, ply: int | None, turn: int) -> int:
+        self.positions += 1
+        position_id = self.ids.get(sfen)
+        if position_id is None and not self.book_was_empty:
+            row = self.conn.execute("SELECT id FROM positions WHERE sfen = ?",
+                                    (sfen,)).fetchone()
+            if row is not None:
+                position_id = self.ids[sfen] = row[0]
+        if position_id is None:
+            position_id = self.ids[sfen] = self.next_id
+            self.next_id += 1
+            self._new_positions.append((position_id, sfen, zobrist, ply, turn, self.run_id))
+            if len(self._new_positions) >= self.BATCH:
+                self.flush()
+        elif ply is not None:
+            self._ply_updates.append((ply, ply, position_id))
+        return position_id
+
+    def add_move(self, position_id: int, move: str, ponder: str | None, value: int | None,
+                 depth: int | None, count: int) -> None:
+        self.moves += 1
+        self._moves.append((position_id, move, ponder, value, depth, count, self.run_id))
+        if len(self._moves) >= self.BATCH:
+            self.flush()
+
+    def add_rows(self, positions: list[tuple[Any, ...]], moves: list[tuple[Any, ...]],
+                 mask: int = 0xFFFFFFFF) -> None:
+        """Rows from a parser process: positions ``(local, sfen, zobrist, ply, turn)``
+        numbered ``base + i``, moves ``(local, move, ponder, value, depth, count)``."""
+        add_position = self.add_position
+        ids = [add_position(sfen, zobrist, ply, turn)
+               for _local, sfen, zobrist, ply, turn in positions]
+        run_id = self.run_id
+        self._moves.extend((ids[local & mask], move, ponder, value, depth, count, run_id)
+                           for local, move, ponder, value, depth, count in moves)
+        self.moves += len(moves)
+        if len(self._moves) >= self.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._new_positions:
+            self.conn.executemany(
+                "INSERT INTO positions(id, sfen, zobrist, ply, turn, created_run) "
+                "VALUES (?, ?, ?, ?, ?, ?)", self._new_positions)
+            self._new_positions = []
+            fault_point("import-positions-written")
+        if self._ply_updates:
+            self.conn.executemany(
+                "UPDATE positions SET ply = min(coalesce(ply, ?), ?) WHERE id = ?",
+                self._ply_updates)
+            self._ply_updates = []
+        if self._moves:
+            before = self.conn.total_changes
+            self.conn.executemany(
+                "INSERT INTO moves(position_id, move, ponder, value, depth, count, run_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)" + MOVE_UPSERT_SQL, self._moves)
+            self.move_changes += self.conn.total_changes - before
+            self._moves = []
+            fault_point("import-moves-written")
+
+    def finish(self) -> tuple[int, int, int]:
+        """Write what is buffered; returns (positions added, moves added, moves updated)."""
+        self.flush()
+        positions_added = self.book.count_positions() - self.positions_before
+        moves_added = self.book.count_moves() - self.moves_before
+        return positions_added, moves_added, self.move_changes - moves_added
