@@ -7,7 +7,7 @@ from typing import Any
 
 from bookgen.errors import BookgenError
 from bookgen.position import InvalidMove, InvalidPosition, board_key, parse_position_spec
-from bookgen.store import DEFAULT_BOOK, Book, BookMove
+from bookgen.store import DEFAULT_BOOK, Book
 
 
 def lookup_position(spec: str = "startpos", book: str | Path = DEFAULT_BOOK,
@@ -35,7 +35,7 @@ def lookup_position(spec: str = "startpos", book: str | Path = DEFAULT_BOOK,
         "in_book": found is not None,
         "ply": found[1] if found else None,
         "board": str(board).lstrip("'"),  # CSA board; cshogi starts it with a comment mark
-        "moves": [dict(zip(BookMove.FIELDS, m)) for m in moves],
+        "moves": [m._asdict() for m in moves],
     }
 
 

@@ -3,8 +3,7 @@
 A :class:`Book` wraps a ``sqlite3`` connection in autocommit mode; writers
 group their work in :meth:`Book.transaction` so that a book is changed by a
 command entirely or not at all (WAL mode: a process killed mid-transaction
-leaves the previous book). Bulk loads go through :class:`Staging`, which
-collects rows in temporary tables and merges them with set-based SQL.
+leaves the previous book). Bulk loads go through :class:`BulkWriter`.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bookgen import __version__
 from bookgen.errors import BookgenError
@@ -279,24 +278,14 @@ class Book:
             yield current, ply, sort_moves(block)
 
 
-class BookMove(tuple):
-    """One book move: (move, ponder, value, depth, count).
+class BookMove(NamedTuple):
+    """One book move. ``None`` stands for DB2016's ``none`` (no ponder, value, depth)."""
 
-    ``None`` stands for DB2016's ``none`` (no ponder move, no value, no depth).
-    """
-
-    __slots__ = ()
-    FIELDS = ("move", "ponder", "value", "depth", "count")
-
-    def __new__(cls, move: str, ponder: str | None, value: int | None,
-                depth: int | None, count: int) -> BookMove:
-        return tuple.__new__(cls, (move, ponder, value, depth, count))
-
-    move = property(lambda self: self[0])
-    ponder = property(lambda self: self[1])
-    value = property(lambda self: self[2])
-    depth = property(lambda self: self[3])
-    count = property(lambda self: self[4])
+    move: str
+    ponder: str | None
+    value: int | None
+    depth: int | None
+    count: int
 
 
 def sort_moves(moves: Sequence[BookMove]) -> list[BookMove]:

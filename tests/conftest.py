@@ -251,6 +251,20 @@ def run_cli(*args: object, expect: int | None = 0):
     return result
 
 
+def run_script(tmp_path: Path, source: str, *args: object,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run a Python script in a fresh interpreter (for code that may abort the
+    process, such as cshogi on garbage); fails the test on a non-zero exit."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    proc = subprocess.run([PYTHON, str(script), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=str(ROOT))
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode} (negative = killed by a signal)\n"
+        f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}")
+    return proc
+
+
 def run_bookgen_process(*args: object, env: dict[str, str] | None = None,
                         timeout: float = 120) -> subprocess.CompletedProcess:
     """``python -m bookgen.cli ARGS`` in a fresh interpreter."""

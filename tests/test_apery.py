@@ -422,14 +422,7 @@ print("ok")
 
 
 def test_apery_reader_fuzz_in_subprocess(tmp_path):
-    import subprocess
+    from conftest import run_script
 
-    from conftest import PYTHON
-
-    script = tmp_path / "fuzz_apery.py"
-    script.write_text(APERY_FUZZ)
-    proc = subprocess.run([PYTHON, str(script), "300"], capture_output=True, text=True,
-                          timeout=300, cwd=str(tmp_path))
-    assert proc.returncode == 0, (f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
-                                  f"stderr:\n{proc.stderr[-6000:]}")
+    proc = run_script(tmp_path, APERY_FUZZ, 300)
     assert proc.stdout.strip().endswith("ok")

@@ -560,16 +560,9 @@ print("ok")
 
 
 def test_db2016_reader_fuzz_in_subprocess(tmp_path):
-    import subprocess
+    from conftest import run_script
 
-    from conftest import PYTHON, ROOT
-
-    script = tmp_path / "fuzz_reader.py"
-    script.write_text(READER_FUZZ)
-    proc = subprocess.run([PYTHON, str(script), "400"], capture_output=True, text=True,
-                          timeout=300, cwd=str(tmp_path))
-    assert proc.returncode == 0, (f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
-                                  f"stderr:\n{proc.stderr[-6000:]}")
+    proc = run_script(tmp_path, READER_FUZZ, 400)
     assert proc.stdout.strip().endswith("ok")
 
 
