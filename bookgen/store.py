@@ -159,7 +159,11 @@ class Book:
     def _migrate(self, version: int) -> None:
         for step in range(version, SCHEMA_VERSION):
             for statement in MIGRATIONS[step]:
-                self.conn.execute(statement)
+                try:
+                    self.conn.execute(statement)
+                except sqlite3.Error as error:
+                    raise BookgenError(f"{self.path}: migration to schema version {step + 1} "
+                                       f"failed ({error}); the book is unchanged") from None
         self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
                           (str(SCHEMA_VERSION),))
         if version == 0:

@@ -280,3 +280,54 @@ def test_two_writers_creating_the_same_new_book(tmp_path, monkeypatch):
     finally:
         for book in opened:
             book.close()
+
+
+def test_migration_to_a_new_version_keeps_data(tmp_path, monkeypatch):
+    """A book of the current version is migrated in place when a later version
+    adds a table and a column: its data survives, read-only opens refuse it
+    until then, and the version is bumped in both places."""
+    from bookgen import schema, store
+
+    book = small_book(tmp_path)
+    before = dump_book(book)
+    step = ["CREATE TABLE extra (id INTEGER PRIMARY KEY, note TEXT)",
+            "ALTER TABLE positions ADD COLUMN note TEXT"]
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS + [step])
+    monkeypatch.setattr(store, "MIGRATIONS", schema.MIGRATIONS)
+    monkeypatch.setattr(store, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+
+    with pytest.raises(BookgenError, match="needs migration"):
+        Book(book, create=False, readonly=True)
+    Book(book, create=False).close()
+    conn = sqlite3.connect(book)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+        assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == str(
+            SCHEMA_VERSION + 1)
+        assert conn.execute("SELECT count(*) FROM extra").fetchone()[0] == 0
+        assert conn.execute("SELECT count(note) FROM positions").fetchone()[0] == 0
+    finally:
+        conn.close()
+    after = dump_book(book)
+    assert after.pop("meta") != before.pop("meta")
+    assert after == before
+
+
+def test_failed_migration_leaves_the_book_as_it_was(tmp_path, monkeypatch):
+    from bookgen import schema, store
+
+    book = small_book(tmp_path)
+    before = dump_book(book)
+    step = ["CREATE TABLE extra (id INTEGER PRIMARY KEY)", "THIS IS NOT SQL"]
+    monkeypatch.setattr(store, "MIGRATIONS", schema.MIGRATIONS + [step])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    with pytest.raises(BookgenError, match="migration to schema version 2 failed"):
+        Book(book, create=False)
+    conn = sqlite3.connect(book)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "extra" not in tables
+    finally:
+        conn.close()
+    assert dump_book(book) == before

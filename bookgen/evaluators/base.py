@@ -1,0 +1,80 @@
+"""The evaluator interface shared by the built-in search, USI engines and networks.
+
+An evaluator takes a batch of positions and returns, for each, a prior over
+its legal moves and a value: the win probability for the side to move.
+Evaluators that search by themselves (USI engines, the built-in alpha-beta)
+may also return per-move values from their own search (``move_values``),
+which the expander then uses directly instead of running MCTS on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import cshogi
+
+
+@dataclass
+class Evaluation:
+    """What an evaluator says about one position.
+
+    ``moves`` are USI strings of legal moves and ``priors`` their
+    probabilities (same order, summing to 1; every legal move for networks,
+    possibly fewer for engines). ``value`` is the win probability for the
+    side to move. ``move_values``, when not None, holds for each move of
+    ``moves`` the win probability for the side to move after playing it, from
+    the evaluator's own search. ``depth`` and ``nodes`` describe that search;
+    ``mate`` is a mate distance in plies when one was found (positive: the
+    side to move mates).
+    """
+
+    moves: list[str]
+    priors: list[float]
+    value: float
+    move_values: list[float] | None = None
+    depth: int = 0
+    nodes: int = 0
+    mate: int | None = None
+    pv: list[str] = field(default_factory=list)
+
+
+class EvaluatorError(Exception):
+    """The evaluator failed (engine crashed and could not be restarted, bad model)."""
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """A batched position evaluator.
+
+    ``spec`` is the string that names it on the command line (``builtin``,
+    ``usi:/usr/games/fairy-stockfish``, ``torch:model.pt``, ...). ``evaluate``
+    must not modify the boards it is given. ``close`` releases processes and
+    models; evaluators are also context managers.
+    """
+
+    spec: str
+
+    def evaluate(self, boards: Sequence[cshogi.Board]) -> list[Evaluation]: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Evaluator: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class EvaluatorBase:
+    """Context-manager plumbing for evaluator classes."""
+
+    spec = "base"
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> EvaluatorBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
