@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BOOKGEN := $(VENV)/bin/bookgen
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test engines bench clean
+.PHONY: demo sample test engines bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,18 +21,29 @@ engines:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fairy-stockfish gpsshogi; \
 	fi
 
+# Grow a book from the initial position with the built-in evaluator for a
+# minute, then show what it holds.
 demo: $(STAMP)
 	mkdir -p demo
 	rm -f demo/book.sqlite demo/book.sqlite-wal demo/book.sqlite-shm
-	$(BOOKGEN) import data/sample.db -b demo/book.sqlite
+	$(BOOKGEN) grow -b demo/book.sqlite --time 60 --positions 100000 --playouts 100
 	$(BOOKGEN) stats -b demo/book.sqlite
 	$(BOOKGEN) show -b demo/book.sqlite startpos
+	$(BOOKGEN) export -b demo/book.sqlite -o demo/book.db
+
+# Import the sample book analysed by Fairy-Stockfish and print its stats.
+sample: $(STAMP)
+	mkdir -p demo
+	rm -f demo/sample.sqlite demo/sample.sqlite-wal demo/sample.sqlite-shm
+	$(BOOKGEN) import data/sample.db -b demo/sample.sqlite
+	$(BOOKGEN) stats -b demo/sample.sqlite
 
 test: $(STAMP) engines
 	$(PY) -m pytest -n 2 -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_formats.py
+	$(PY) benchmarks/bench_grow.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache .hypothesis

@@ -36,7 +36,10 @@ def book_stats(book: str | Path = DEFAULT_BOOK) -> dict[str, Any]:
         moves = store.count_moves()
         with_moves = int(conn.execute(
             "SELECT count(DISTINCT position_id) FROM moves").fetchone()[0])
-        ply = pd.read_sql_query("SELECT ply FROM positions", conn)["ply"]
+        # Book positions are those with moves; grown books also hold rows for
+        # children not expanded yet (the frontier), which are not counted here.
+        ply = pd.read_sql_query(
+            "SELECT ply FROM positions WHERE id IN (SELECT position_id FROM moves)", conn)["ply"]
         best = pd.read_sql_query(
             "SELECT p.turn AS turn, max(m.value) AS best FROM moves m "
             "JOIN positions p ON p.id = m.position_id GROUP BY m.position_id", conn)

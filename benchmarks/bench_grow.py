@@ -1,0 +1,58 @@
+"""Growth throughput: positions expanded per second and where the time goes.
+
+For the built-in evaluator (MCTS leaf search) and Fairy-Stockfish (MultiPV
+analysis at a fixed node budget), with 1 and 2 workers, grows a fresh book
+for a fixed number of positions and prints positions/s, the share of wall
+time spent outside the evaluator (single worker: everything that is not
+``evaluate()``), and the 2-worker speed-up.
+
+    python benchmarks/bench_grow.py [--positions 40] [--playouts 100] [--nodes 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from bookgen.grow import grow
+
+FAIRY = "/usr/games/fairy-stockfish"
+
+
+def run(label: str, positions: int, workers: int, **kwargs: object) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = grow(Path(tmp) / "book.sqlite", positions=positions, workers=workers,
+                       progress=False, seed=1, **kwargs)  # type: ignore[arg-type]
+    rate = summary.positions_per_second
+    outside = 1 - summary.eval_seconds * 1.0 / (summary.seconds * workers)
+    print(f"{label:<34} workers={workers}  {summary.expansions:>4} positions "
+          f"{summary.seconds:>7.1f} s  {rate:>7.2f} pos/s  "
+          f"{summary.evaluations / summary.seconds:>8.0f} evals/s  "
+          f"outside evaluator {100 * outside:5.1f}%", flush=True)
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--positions", type=int, default=40)
+    parser.add_argument("--playouts", type=int, default=100)
+    parser.add_argument("--nodes", type=int, default=20000)
+    args = parser.parse_args()
+    for label, kwargs in (
+        (f"builtin, {args.playouts} playouts", {"evaluator": "builtin",
+                                                  "playouts": args.playouts}),
+        (f"fairy-stockfish, {args.nodes} nodes", {
+            "evaluator": f"usi:{FAIRY}", "evaluator_options": {"nodes": args.nodes}}),
+    ):
+        if "usi:" in str(kwargs["evaluator"]) and not Path(FAIRY).exists():
+            print(f"{FAIRY} missing: skipped", file=sys.stderr)
+            continue
+        one = run(label, args.positions, 1, **kwargs)
+        two = run(label, args.positions, 2, **kwargs)
+        print(f"{'':<34} scaling 1 -> 2 workers: x{two / one:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""Expanding one position: the leaf search and the choice of book moves.
+
+With an evaluator that only scores positions (built-in, networks) the leaf
+search is MCTS and dlshogi's rule picks the book moves. With an evaluator that
+searches by itself (a USI engine's MultiPV analysis) its lines are used
+directly: moves within the cutoff of the best line, count from its priors.
+The backends run :func:`expand_position` in this process or in workers, each
+with its own evaluator; a distributed backend would implement the same
+:class:`ExpansionBackend` interface.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import cshogi
+
+from bookgen.evaluators import Evaluation, Evaluator, make_evaluator
+from bookgen.mcts import BookMoveChoice, Mcts, SearchSettings, select_book_moves
+from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
+
+
+@dataclass
+class ExpansionSettings:
+    search: SearchSettings = field(default_factory=SearchSettings)
+    visit_threshold: float = 0.005
+    cutoff: float = 0.015
+    min_visits: int = 5
+    coef: float = EVAL_COEF
+
+
+@dataclass
+class ExpansionResult:
+    sfen: str                     # with move number
+    choices: list[BookMoveChoice]
+    value: int                    # the position's value for the side to move, cp
+    win_rate: float
+    visits: int
+    evaluations: int
+    eval_seconds: float
+    seconds: float
+
+
+class _TimedEvaluator:
+    """Counts the time spent inside the evaluator (the rest is our overhead)."""
+
+    def __init__(self, inner: Evaluator) -> None:
+        self.inner = inner
+        self.spec = inner.spec
+        self.seconds = 0.0
+
+    def evaluate(self, boards: Sequence[cshogi.Board]) -> list[Evaluation]:
+        start = time.perf_counter()
+        try:
+            return self.inner.evaluate(boards)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
+                    ) -> ExpansionResult:
+    start = time.perf_counter()
+    timed = _TimedEvaluator(evaluator)
+    board = cshogi.Board(sfen)
+    root = timed.evaluate([board])[0]
+    evaluations = 1
+    if not root.moves:
+        choices: list[BookMoveChoice] = []
+        visits = 0
+    elif root.move_values is not None:
+        choices = _choices_from_lines(root, settings)
+        visits = root.nodes
+    else:
+        search = Mcts(timed, settings.search).search(board, root)  # type: ignore[arg-type]
+        choices = select_book_moves(search.moves, settings.visit_threshold, settings.cutoff,
+                                    settings.coef, settings.min_visits)
+        visits = search.playouts
+        evaluations += search.evaluations
+    win_rate = max((c.win_rate for c in choices), default=root.value if root.moves else 0.0)
+    value = value_to_cp(win_rate, settings.coef) if root.moves else -MATE_VALUE
+    return ExpansionResult(sfen, choices, value, win_rate, visits, evaluations, timed.seconds,
+                           time.perf_counter() - start)
+
+
+def _choices_from_lines(evaluation: Evaluation, settings: ExpansionSettings
+                        ) -> list[BookMoveChoice]:
+    assert evaluation.move_values is not None
+    best = max(evaluation.move_values)
+    kept = [(move, prior, value) for move, prior, value in
+            zip(evaluation.moves, evaluation.priors, evaluation.move_values)
+            if value >= best - settings.cutoff]
+    total = sum(prior for _m, prior, _v in kept) or 1.0
+    return [BookMoveChoice(move, max(1, round(prior / total * 1000)),
+                           value_to_cp(value, settings.coef), value, 0, prior)
+            for move, prior, value in sorted(kept, key=lambda k: -k[2])]
+
+
+class ExpansionBackend(Protocol):
+    """Runs expansions; results come back in any order."""
+
+    def capacity(self) -> int:
+        """How many expansions may be in flight at once."""
+
+    def submit(self, sfen: str) -> None: ...
+
+    def collect(self) -> list[ExpansionResult]:
+        """Block until at least one submitted expansion is done; return all done."""
+
+    def close(self) -> None: ...
+
+
+class LocalBackend:
+    """Expansions in this process, one at a time."""
+
+    def __init__(self, spec: str, options: dict[str, Any], settings: ExpansionSettings
+                 ) -> None:
+        self.evaluator = make_evaluator(spec, **options)
+        self.settings = settings
+        self._queue: list[str] = []
+
+    def capacity(self) -> int:
+        return 1
+
+    def submit(self, sfen: str) -> None:
+        self._queue.append(sfen)
+
+    def collect(self) -> list[ExpansionResult]:
+        sfen = self._queue.pop(0)
+        return [expand_position(self.evaluator, sfen, self.settings)]
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+_worker_state: dict[str, Any] = {}
+
+
+def _worker_init(spec: str, options: dict[str, Any], settings: ExpansionSettings) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    _worker_state["evaluator"] = make_evaluator(spec, **options)
+    _worker_state["settings"] = settings
+
+
+def _worker_expand(sfen: str) -> ExpansionResult:
+    return expand_position(_worker_state["evaluator"], sfen, _worker_state["settings"])
+
+
+class ProcessBackend:
+    """``workers`` processes, each with its own evaluator (engine or model).
+
+    A worker that dies (crash, kill) breaks the pool: the pending expansions
+    fail with an error instead of hanging.
+    """
+
+    def __init__(self, spec: str, options: dict[str, Any], settings: ExpansionSettings,
+                 workers: int) -> None:
+        self.workers = workers
+        self.executor = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"),
+            initializer=_worker_init, initargs=(spec, options, settings))
+        self.futures: set[Future[ExpansionResult]] = set()
+
+    def capacity(self) -> int:
+        return self.workers
+
+    def submit(self, sfen: str) -> None:
+        self.futures.add(self.executor.submit(_worker_expand, sfen))
+
+    def collect(self) -> list[ExpansionResult]:
+        done, self.futures = wait(self.futures, return_when=FIRST_COMPLETED)
+        return [future.result() for future in done]
+
+    def close(self) -> None:
+        for future in self.futures:
+            future.cancel()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def make_backend(spec: str, options: dict[str, Any], settings: ExpansionSettings,
+                 workers: int) -> ExpansionBackend:
+    if workers <= 1:
+        return LocalBackend(spec, options, settings)
+    return ProcessBackend(spec, options, settings, workers)

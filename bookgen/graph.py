@@ -1,0 +1,206 @@
+"""The book as a graph in memory, kept in step with its SQLite file while growing.
+
+Nodes are positions (keyed by normalised sfen), edges their book moves. A
+position reached by several move orders is one node with several parents.
+Expanding a node writes the position, its moves and rows for their child
+positions in one transaction, then propagates values to the ancestors with a
+simple incremental negamax: a move into an expanded child is worth minus the
+child's value, a node is worth its best move. The evaluator's own value of
+each move stays in ``eval_value``; ``value`` holds the propagated one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import cshogi
+
+from bookgen.mcts import BookMoveChoice
+from bookgen.position import board_key, signed64
+from bookgen.store import Book
+from bookgen.values import MATE_VALUE
+
+
+@dataclass
+class Edge:
+    move: str
+    value: int
+    count: int
+    child: str | None = None        # child sfen, computed lazily for imported books
+
+
+@dataclass
+class Node:
+    sfen: str
+    ply: int | None
+    turn: int
+    id: int | None = None
+    expanded: bool = False
+    value: int | None = None
+    edges: list[Edge] = field(default_factory=list)
+
+    def best_edge(self) -> Edge | None:
+        if not self.edges:
+            return None
+        return max(self.edges, key=lambda e: (e.value, e.count))
+
+
+class BookGraph:
+    """Nodes by sfen plus reverse edges (child sfen -> parent sfens)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.parents: dict[str, set[str]] = {}
+
+    # -- loading ---------------------------------------------------------------
+
+    @classmethod
+    def load(cls, book: Book) -> BookGraph:
+        graph = cls()
+        conn = book.conn
+        by_id: dict[int, Node] = {}
+        for pid, sfen, ply, turn, value, expanded in conn.execute(
+                "SELECT id, sfen, ply, turn, value, expanded_run IS NOT NULL FROM positions"):
+            node = Node(sfen, ply, turn, pid, bool(expanded), value)
+            graph.nodes[sfen] = by_id[pid] = node
+        for pid, move, value, count, child_id in conn.execute(
+                "SELECT position_id, move, value, count, child_id FROM moves"):
+            node = by_id[pid]
+            child = by_id[child_id].sfen if child_id is not None else None
+            node.edges.append(Edge(move, value if value is not None else 0, count, child))
+            node.expanded = True  # a position with book moves counts as expanded
+            if child is not None:
+                graph.parents.setdefault(child, set()).add(node.sfen)
+        for node in graph.nodes.values():
+            if node.edges and node.value is None:
+                node.value = max(e.value for e in node.edges)
+        return graph
+
+    def link_children(self, book: Book) -> int:
+        """Compute the child of every book move whose link is unknown (imported
+        books) and record the links to positions in the book; returns how many
+        links were written. Runs inside the caller's transaction."""
+        board = cshogi.Board()
+        links = []
+        for node in list(self.nodes.values()):
+            unknown = [edge for edge in node.edges if edge.child is None]
+            if not unknown:
+                continue
+            board.set_sfen(f"{node.sfen} 1")
+            for edge in unknown:
+                self.child_of(node, edge, board)
+                child = self.nodes.get(edge.child)  # type: ignore[arg-type]
+                if child is not None and child.id is not None and node.id is not None:
+                    links.append((child.id, node.id, edge.move))
+        book.conn.executemany(
+            "UPDATE moves SET child_id = ? WHERE position_id = ? AND move = ?", links)
+        return len(links)
+
+    # -- walking ---------------------------------------------------------------
+
+    def child_of(self, node: Node, edge: Edge, board: cshogi.Board) -> str:
+        """The child sfen of ``edge`` (``board`` is at ``node``; left unchanged)."""
+        if edge.child is None:
+            board.push_usi(edge.move)
+            edge.child = board_key(board)
+            board.pop()
+            self.parents.setdefault(edge.child, set()).add(node.sfen)
+        return edge.child
+
+    def get(self, sfen: str) -> Node | None:
+        return self.nodes.get(sfen)
+
+    # -- expanding -------------------------------------------------------------
+
+    def expand(self, book: Book, board: cshogi.Board, ply: int | None,
+               choices: list[BookMoveChoice], root_value: int, root_win_rate: float,
+               visits: int, run_id: int) -> list[Node]:
+        """Record the expansion of ``board``'s position; returns the nodes whose
+        value changed. Runs inside the caller's transaction."""
+        conn = book.conn
+        sfen = board_key(board)
+        node = self.nodes.get(sfen)
+        if node is None:
+            node = self.nodes[sfen] = Node(sfen, ply, board.turn)
+        node.id = _upsert_position(book, sfen, board, ply, run_id)
+        conn.execute(
+            "UPDATE positions SET visits = ?, value = ?, win_rate = ?, expanded_run = ? "
+            "WHERE id = ?", (visits, root_value, root_win_rate, run_id, node.id))
+        node.expanded = True
+        for parent_sfen in self.parents.get(sfen, ()):  # record links found by walking
+            parent = self.nodes[parent_sfen]
+            for edge in parent.edges:
+                if edge.child == sfen and parent.id is not None:
+                    conn.execute("UPDATE moves SET child_id = ? WHERE position_id = ? "
+                                 "AND move = ? AND child_id IS NULL",
+                                 (node.id, parent.id, edge.move))
+        node.edges = []
+        child_ply = ply + 1 if ply is not None else None
+        for choice in choices:
+            board.push_usi(choice.move)
+            child_sfen = board_key(board)
+            child = self.nodes.get(child_sfen)
+            if child is None:
+                child = self.nodes[child_sfen] = Node(child_sfen, child_ply, board.turn)
+            child.id = _upsert_position(book, child_sfen, board, child_ply, run_id)
+            board.pop()
+            self.parents.setdefault(child_sfen, set()).add(sfen)
+            value = -child.value if child.expanded and child.value is not None else choice.value
+            node.edges.append(Edge(choice.move, value, choice.count, child_sfen))
+            conn.execute(
+                "INSERT INTO moves(position_id, move, ponder, value, depth, count, visits, "
+                "prior, win_rate, child_id, eval_value, run_id) "
+                "VALUES (?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(position_id, move) DO UPDATE SET value = excluded.value, "
+                "count = excluded.count, visits = excluded.visits, prior = excluded.prior, "
+                "win_rate = excluded.win_rate, child_id = excluded.child_id, "
+                "eval_value = excluded.eval_value, run_id = excluded.run_id",
+                (node.id, choice.move, value, choice.count, choice.visits, choice.prior,
+                 choice.win_rate, child.id, choice.value, run_id))
+        node.value = max((e.value for e in node.edges), default=-MATE_VALUE)
+        return self._propagate(book, node)
+
+    def _propagate(self, book: Book, start: Node) -> list[Node]:
+        """Negamax the new value of ``start`` up through its ancestors."""
+        changed = [start]
+        queue = [start]
+        seen = {start.sfen}
+        while queue:
+            child = queue.pop()
+            for parent_sfen in self.parents.get(child.sfen, ()):
+                parent = self.nodes[parent_sfen]
+                if not parent.expanded or parent.id is None:
+                    continue
+                for edge in parent.edges:
+                    if edge.child == child.sfen and child.value is not None:
+                        edge.value = -child.value
+                        book.conn.execute(
+                            "UPDATE moves SET value = ? WHERE position_id = ? AND move = ?",
+                            (edge.value, parent.id, edge.move))
+                new_value = max(e.value for e in parent.edges)
+                if new_value != parent.value:
+                    parent.value = new_value
+                    book.conn.execute("UPDATE positions SET value = ? WHERE id = ?",
+                                      (new_value, parent.id))
+                    if parent.sfen not in seen:  # cycles stop here
+                        seen.add(parent.sfen)
+                        changed.append(parent)
+                        queue.append(parent)
+        return changed
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
+
+
+def _upsert_position(book: Book, sfen: str, board: cshogi.Board, ply: int | None,
+                     run_id: int) -> int:
+    row = book.conn.execute("SELECT id, ply FROM positions WHERE sfen = ?", (sfen,)).fetchone()
+    if row is not None:
+        if ply is not None and (row[1] is None or ply < row[1]):
+            book.conn.execute("UPDATE positions SET ply = ? WHERE id = ?", (ply, row[0]))
+        return int(row[0])
+    cursor = book.conn.execute(
+        "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) VALUES (?, ?, ?, ?, ?)",
+        (sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id))
+    return int(cursor.lastrowid)

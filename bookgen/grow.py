@@ -1,0 +1,242 @@
+"""``bookgen grow``: the MCTS-driven book expander.
+
+The main process owns the book: it walks the in-memory graph with a strategy
+to pick positions, hands them to an expansion backend (this process, or
+worker processes with their own evaluators), and records every finished
+expansion in its own transaction. A run can therefore be stopped at any
+moment (Ctrl-C stops after the expansions in flight, ``kill -9`` loses only
+those) and rerun to continue. Every run is a row of the ``runs`` table.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cshogi
+
+from bookgen.errors import BookgenError
+from bookgen.evaluators import EvaluatorError, make_evaluator
+from bookgen.expand import ExpansionResult, ExpansionSettings, make_backend
+from bookgen.graph import BookGraph
+from bookgen.mcts import SearchSettings
+from bookgen.position import STARTPOS_SFEN
+from bookgen.progress import progress_bar
+from bookgen.roots import read_roots
+from bookgen.store import DEFAULT_BOOK, Book
+from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
+
+
+@dataclass
+class GrowSummary:
+    book: str
+    run_id: int
+    status: str
+    expansions: int = 0
+    trials: int = 0
+    positions: int = 0
+    moves: int = 0
+    seconds: float = 0.0
+    eval_seconds: float = 0.0
+    evaluations: int = 0
+    stop_reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def positions_per_second(self) -> float:
+        return self.expansions / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        result = asdict(self)
+        result["positions_per_second"] = self.positions_per_second
+        return result
+
+
+@contextmanager
+def _stop_on_interrupt() -> Iterator[threading.Event]:
+    """Ctrl-C sets an event instead of raising, so the current expansion finishes."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _mark_dead_runs(book: Book) -> None:
+    """Runs left 'running' by a process that no longer exists were killed."""
+    rows = book.conn.execute(
+        "SELECT id, json_extract(counts, '$.pid') FROM runs WHERE status = 'running'").fetchall()
+    for run_id, pid in rows:
+        alive = False
+        if pid:
+            try:
+                os.kill(int(pid), 0)
+                alive = True
+            except (OSError, ValueError):
+                alive = False
+        if not alive:
+            with book.transaction():
+                book.conn.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?",
+                                  (run_id,))
+
+
+def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
+         evaluator_options: dict[str, Any] | None = None, strategy: str = "dlshogi",
+         playouts: int = 200, batch_size: int = 1, trials: int | None = None,
+         positions: int | None = None, seconds: float | None = None, color: str = "both",
+         roots: str | Path | None = None, max_ply: int = 64, eval_threshold: int = 400,
+         temperature: float = 1.0, draw_value_black: float = 0.5,
+         draw_value_white: float = 0.5, visit_threshold: float = 0.005, cutoff: float = 0.015,
+         min_visits: int = 5, workers: int = 1, seed: int = 0, progress: bool = True) -> GrowSummary:
+    """Grow ``book`` until a budget (trials, expanded positions, seconds) runs out,
+    the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``."""
+    if strategy not in STRATEGIES:
+        raise BookgenError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
+    if color not in ("both", "black", "white"):
+        raise BookgenError(f"--color must be both, black or white, not {color!r}")
+    if trials is None and positions is None and seconds is None:
+        positions = 100
+    for name, value in (("--playouts", playouts), ("--workers", workers),
+                        ("--batch-size", batch_size)):
+        if value < 1:
+            raise BookgenError(f"{name} must be at least 1")
+    for name, value in (("--draw-value-black", draw_value_black),
+                        ("--draw-value-white", draw_value_white)):
+        if not 0.0 <= value <= 1.0:
+            raise BookgenError(f"{name} is a win probability between 0 and 1")
+    options = dict(evaluator_options or {})
+    root_boards = read_roots(roots) if roots else [cshogi.Board(STARTPOS_SFEN + " 1")]
+    # Fail on a bad evaluator before touching the book (and before forking workers).
+    try:
+        make_evaluator(evaluator, **options).close()
+    except EvaluatorError as error:
+        raise BookgenError(f"evaluator {evaluator}: {error}") from None
+
+    settings = ExpansionSettings(
+        SearchSettings(playouts=playouts, batch_size=batch_size,
+                       draw_value_black=draw_value_black, draw_value_white=draw_value_white),
+        visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits)
+    limits = WalkLimits(max_ply=max_ply, eval_threshold=eval_threshold,
+                        temperature=temperature, color=color)
+    params = {"evaluator": evaluator, "evaluator_options": options, "strategy": strategy,
+              "playouts": playouts, "batch_size": batch_size, "trials": trials,
+              "positions": positions, "seconds": seconds, "color": color,
+              "roots": str(roots) if roots else None, "max_ply": max_ply,
+              "eval_threshold": eval_threshold, "temperature": temperature,
+              "draw_value_black": draw_value_black, "draw_value_white": draw_value_white,
+              "visit_threshold": visit_threshold, "cutoff": cutoff, "min_visits": min_visits,
+              "workers": workers,
+              "seed": seed}
+
+    store = Book(book)
+    try:
+        _mark_dead_runs(store)
+        graph = BookGraph.load(store)
+        with store.transaction():
+            graph.link_children(store)
+            run_id = store.begin_run("grow", params, evaluator=evaluator)
+            store.end_run(run_id, status="running", counts={"pid": os.getpid()})
+        summary = GrowSummary(str(book), run_id, "running")
+        rng = random.Random(seed)
+        walker = make_strategy(strategy, graph, root_boards, limits, rng)
+        try:
+            backend = make_backend(evaluator, options, settings, workers)
+        except EvaluatorError as error:
+            raise BookgenError(f"evaluator {evaluator}: {error}") from None
+        status = "failed"
+        try:
+            with _stop_on_interrupt() as stop:
+                status = _run(store, graph, walker, backend, summary, stop, trials, positions,
+                              seconds, progress)
+        except EvaluatorError as error:
+            summary.stop_reason = f"evaluator failed: {error}"
+            raise BookgenError(f"evaluator {evaluator}: {error}") from None
+        finally:
+            backend.close()
+            summary.status = status
+            summary.positions = store.count_positions()
+            summary.moves = store.count_moves()
+            with store.transaction():
+                store.end_run(run_id, status=status, positions_added=summary.expansions,
+                              moves_added=0, counts=_counts(summary))
+        return summary
+    finally:
+        store.close()
+
+
+def _counts(summary: GrowSummary) -> dict[str, Any]:
+    return {"expansions": summary.expansions, "trials": summary.trials,
+            "evaluations": summary.evaluations, "seconds": round(summary.seconds, 3),
+            "eval_seconds": round(summary.eval_seconds, 3), "stop_reason": summary.stop_reason,
+            "pid": os.getpid()}
+
+
+def _run(store: Book, graph: BookGraph, walker: Any, backend: Any, summary: GrowSummary,
+         stop: threading.Event, trials: int | None, positions: int | None,
+         seconds: float | None, progress: bool) -> str:
+    start = time.perf_counter()
+    pending: dict[str, int] = {}   # sfen -> ply of expansions in flight
+    exhausted = False
+    total = positions or trials
+    with progress_bar(total=total, unit="pos", desc="growing",
+                      disable=None if progress else True) as bar:
+        while True:
+            elapsed = time.perf_counter() - start
+            budget_left = not (
+                (positions is not None and summary.expansions + len(pending) >= positions)
+                or (trials is not None and summary.trials >= trials)
+                or (seconds is not None and elapsed >= seconds))
+            while (budget_left and not stop.is_set() and not exhausted
+                   and len(pending) < backend.capacity()):
+                summary.trials += 1
+                leaf = walker.next_leaf(set(pending))
+                if leaf is None:
+                    exhausted = True
+                    break
+                pending[leaf.sfen] = leaf.ply
+                backend.submit(f"{leaf.sfen} {leaf.ply}")
+                if trials is not None and summary.trials >= trials:
+                    break
+            if not pending:
+                summary.seconds = time.perf_counter() - start
+                if stop.is_set():
+                    summary.stop_reason = "interrupted"
+                    return "interrupted"
+                summary.stop_reason = "nothing left to expand" if exhausted else "budget spent"
+                return "done"
+            exhausted = False  # new expansions open new leaves
+            for result in backend.collect():
+                _record(store, graph, result, pending.pop(result.sfen.rsplit(" ", 1)[0], None),
+                        summary)
+                bar.update(1)
+                bar.set_postfix(book=len(graph.nodes), refresh=False)
+            summary.seconds = time.perf_counter() - start
+            if stop.is_set() and not pending:
+                summary.stop_reason = "interrupted"
+                return "interrupted"
+
+
+def _record(store: Book, graph: BookGraph, result: ExpansionResult, ply: int | None,
+            summary: GrowSummary) -> None:
+    board = cshogi.Board(result.sfen)
+    summary.expansions += 1
+    summary.evaluations += result.evaluations
+    summary.eval_seconds += result.eval_seconds
+    with store.transaction():
+        graph.expand(store, board, ply if ply is not None else board.move_number,
+                     result.choices, result.value, result.win_rate, result.visits,
+                     summary.run_id)
+        store.end_run(summary.run_id, status="running", positions_added=summary.expansions,
+                      counts=_counts(summary))

@@ -1,0 +1,248 @@
+"""bookgen grow: integrity of grown books, strategies, runs, kill and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import cshogi
+import pytest
+
+from bookgen.grow import grow
+from bookgen.mcts import MoveStats, select_book_moves
+from conftest import PYTHON, ROOT, integrity_ok, run_cli
+
+START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
+
+
+def book_rows(book: Path) -> tuple[dict[int, tuple], list[tuple]]:
+    conn = sqlite3.connect(book)
+    try:
+        positions = {row[0]: row[1:] for row in conn.execute(
+            "SELECT id, sfen, ply, turn, value, expanded_run FROM positions")}
+        moves = conn.execute(
+            "SELECT position_id, move, value, count, child_id, eval_value, visits, prior, "
+            "win_rate FROM moves").fetchall()
+    finally:
+        conn.close()
+    return positions, moves
+
+
+def check_grown_book(book: Path, roots: list[str] | None = None) -> dict[str, int]:
+    """The invariants every grown book must satisfy; returns some counts."""
+    positions, moves = book_rows(book)
+    by_sfen = {row[0]: pid for pid, row in positions.items()}
+    assert len(by_sfen) == len(positions), "a position stored twice"
+    children: dict[int, list[tuple]] = {}
+    for row in moves:
+        children.setdefault(row[0], []).append(row)
+    for pid, (sfen, ply, turn, _value, _expanded) in positions.items():
+        board = cshogi.Board(f"{sfen} 1")
+        assert board.turn == turn
+        legal = {cshogi.move_to_usi(m) for m in board.legal_moves}
+        for _pid, move, value, count, child_id, *_ in children.get(pid, []):
+            assert move in legal, f"illegal book move {move} in {sfen}"
+            assert child_id is not None, "grown moves link their child"
+            board.push_usi(move)
+            assert positions[child_id][0] == board.sfen().rsplit(" ", 1)[0], "wrong child link"
+            if ply is not None and positions[child_id][1] is not None:
+                assert positions[child_id][1] <= ply + 1
+            board.pop()
+            assert count >= 1
+    # Values are consistent with the children: negamax over expanded children.
+    for pid, rows in children.items():
+        for _pid, move, value, _count, child_id, eval_value, *_ in rows:
+            child_moves = children.get(child_id)
+            if child_moves:
+                assert value == -max(r[2] for r in child_moves), (
+                    f"{positions[pid][0]} {move}: {value} vs child best "
+                    f"{max(r[2] for r in child_moves)}")
+            else:
+                assert value == eval_value
+        assert positions[pid][3] == max(r[2] for r in rows), "position value is its best move"
+    # Reachable from the roots through book moves.
+    starts = roots or [START]
+    reached = {by_sfen[s] for s in starts if s in by_sfen}
+    frontier = list(reached)
+    while frontier:
+        pid = frontier.pop()
+        for row in children.get(pid, []):
+            if row[4] not in reached:
+                reached.add(row[4])
+                frontier.append(row[4])
+    assert reached == set(positions), "positions not reachable from a root"
+    return {"positions": len(positions), "expanded": len(children), "moves": len(moves)}
+
+
+@pytest.mark.parametrize("strategy", ["dlshogi", "book-mcts", "dropout"])
+def test_grow_builds_a_consistent_book(tmp_path, strategy):
+    book = tmp_path / "book.sqlite"
+    summary = grow(book, strategy=strategy, playouts=40, positions=12, seed=1, progress=False)
+    assert summary.status == "done" and summary.expansions == 12
+    counts = check_grown_book(book)
+    assert counts["expanded"] == 12
+    assert counts["positions"] > 12
+
+
+def test_transpositions_share_a_row(tmp_path):
+    """7g7f 3c3d 2g2f and 2g2f 3c3d 7g7f reach one position: one row, expanded
+    once, and both parents' book moves link to it."""
+    lines = ["#YANEURAOU-DB2016 1.00"]
+    board = cshogi.Board()
+    for order in (("7g7f", "3c3d", "2g2f"), ("2g2f", "3c3d", "7g7f")):
+        board.reset()
+        for usi in order:
+            lines += [f"sfen {board.sfen()}", f"{usi} none 0 1 1"]
+            board.push_usi(usi)
+    common = board.sfen().rsplit(" ", 1)[0]
+    source = tmp_path / "in.db"
+    source.write_text("\n".join(lines) + "\n")
+    book = tmp_path / "book.sqlite"
+    assert run_cli("import", source, "-b", book).exit_code == 0
+    grow(book, playouts=20, positions=1, seed=0, progress=False)
+    positions, moves = book_rows(book)
+    ids = [pid for pid, row in positions.items() if row[0] == common]
+    assert len(ids) == 1
+    assert positions[ids[0]][4] is not None, "the common position was expanded"
+    linking = sorted(move for _pid, move, _v, _c, child, *_ in moves if child == ids[0])
+    assert linking == ["2g2f", "7g7f"]
+
+
+def summary_expansions(book: Path) -> int:
+    conn = sqlite3.connect(book)
+    try:
+        return conn.execute("SELECT count(*) FROM positions WHERE expanded_run IS NOT NULL"
+                            ).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_resume_continues_the_same_book(tmp_path):
+    book = tmp_path / "book.sqlite"
+    grow(book, playouts=30, positions=5, seed=3, progress=False)
+    grow(book, playouts=30, positions=5, seed=3, progress=False)
+    assert summary_expansions(book) == 10
+    check_grown_book(book)
+    conn = sqlite3.connect(book)
+    runs = conn.execute("SELECT command, status, positions_added, evaluator, params FROM runs"
+                        ).fetchall()
+    conn.close()
+    assert [(r[0], r[1], r[2], r[3]) for r in runs] == [("grow", "done", 5, "builtin")] * 2
+    params = json.loads(runs[0][4])
+    assert params["playouts"] == 30 and params["strategy"] == "dlshogi"
+
+
+def test_grow_on_an_imported_book_links_into_it(tmp_path):
+    """Growing continues from book moves that came from a DB2016 import."""
+    source = tmp_path / "in.db"
+    source.write_text(f"#YANEURAOU-DB2016 1.00\nsfen {START} 1\n7g7f none 50 10 10\n")
+    book = tmp_path / "book.sqlite"
+    assert run_cli("import", source, "-b", book).exit_code == 0
+    grow(book, playouts=20, positions=3, color="black", seed=0, progress=False)
+    board = cshogi.Board()
+    board.push_usi("7g7f")
+    positions, _moves = book_rows(book)
+    expanded = {row[0] for row in positions.values() if row[4] is not None}
+    assert board.sfen().rsplit(" ", 1)[0] in expanded
+
+
+def test_max_ply_and_eval_threshold_stop_walks(tmp_path):
+    book = tmp_path / "book.sqlite"
+    summary = grow(book, playouts=20, positions=50, max_ply=2, seed=0, progress=False)
+    positions, _ = book_rows(book)
+    expanded_plies = [row[1] for row in positions.values() if row[4] is not None]
+    assert max(expanded_plies) <= 3
+    assert summary.stop_reason in ("nothing left to expand", "budget spent")
+
+
+def test_select_book_moves_rule():
+    stats = [MoveStats("a", 600, 0.5, 0.60, 0), MoveStats("b", 300, 0.3, 0.59, 0),
+             MoveStats("c", 96, 0.1, 0.50, 0), MoveStats("d", 4, 0.1, 0.61, 0)]
+    kept = select_book_moves(stats, visit_threshold=0.005, cutoff=0.015)
+    # d is within the cutoff but below the visit threshold; c is too far below a.
+    assert [k.move for k in kept] == ["a", "b"]
+    assert [k.count for k in kept] == [600, 300]
+    none_qualify = select_book_moves(stats, visit_threshold=0.9, cutoff=0.015)
+    assert [k.move for k in none_qualify] == ["a", "b"]  # the top (4 + 2) // 3
+
+
+def _start_grow(book: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PYTHON, "-m", "bookgen.cli", "grow", "-b", str(book), "--playouts", "30",
+         "--positions", "400", *extra],
+        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _expanded_when(book: Path, at_least: int, proc: subprocess.Popen, limit: float = 60) -> None:
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if book.exists():
+            try:
+                if summary_expansions(book) >= at_least:
+                    return
+            except sqlite3.Error:
+                pass
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError("grow made no progress")
+
+
+def test_sigkill_mid_run_then_resume(tmp_path):
+    book = tmp_path / "book.sqlite"
+    proc = _start_grow(book)
+    _expanded_when(book, 5, proc)
+    proc.kill()
+    proc.wait()
+    assert integrity_ok(book)
+    check_grown_book(book)
+    before = summary_expansions(book)
+    assert grow(book, playouts=30, positions=5, seed=1, progress=False).status == "done"
+    assert summary_expansions(book) == before + 5
+    check_grown_book(book)
+    conn = sqlite3.connect(book)
+    statuses = [r[0] for r in conn.execute("SELECT status FROM runs ORDER BY id")]
+    conn.close()
+    assert statuses == ["interrupted", "done"]  # the killed run is recognised as dead
+
+
+def test_ctrl_c_stops_after_the_current_expansion(tmp_path):
+    book = tmp_path / "book.sqlite"
+    proc = _start_grow(book)
+    _expanded_when(book, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "interrupted" in out
+    assert "Traceback" not in err
+    check_grown_book(book)
+    conn = sqlite3.connect(book)
+    status, added = conn.execute("SELECT status, positions_added FROM runs").fetchone()
+    conn.close()
+    assert status == "interrupted"
+    assert added == summary_expansions(book)
+
+
+def test_grow_cli_errors(tmp_path):
+    book = tmp_path / "book.sqlite"
+    result = run_cli("grow", "-b", book, "--evaluator", "nonsense", expect=2)
+    assert "unknown evaluator" in result.stderr
+    assert not book.exists()
+    result = run_cli("grow", "-b", book, "--nodes", "5", expect=2)
+    assert "usi:" in result.stderr
+    bad_roots = tmp_path / "roots.txt"
+    bad_roots.write_text("startpos moves 7g7f 7g7f\n")
+    result = run_cli("grow", "-b", book, "--roots", bad_roots, expect=2)
+    assert "roots.txt:1" in result.stderr
+
+
+def test_two_workers_grow_distinct_positions(tmp_path):
+    book = tmp_path / "book.sqlite"
+    summary = grow(book, playouts=30, positions=10, workers=2, seed=0, progress=False)
+    assert summary.status == "done" and summary.expansions == 10
+    assert summary_expansions(book) == 10
+    check_grown_book(book)
