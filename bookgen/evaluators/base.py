@@ -15,6 +15,8 @@ from typing import Protocol, runtime_checkable
 
 import cshogi
 
+from bookgen.errors import BookgenError
+
 
 @dataclass
 class Evaluation:
@@ -40,7 +42,7 @@ class Evaluation:
     pv: list[str] = field(default_factory=list)
 
 
-class EvaluatorError(Exception):
+class EvaluatorError(BookgenError):
     """The evaluator failed (engine crashed and could not be restarted, bad model)."""
 
 

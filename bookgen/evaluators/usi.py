@@ -1,0 +1,282 @@
+"""USI engines as evaluators, with BookMiner-style MultiPV analysis.
+
+For each position ``UsiEvaluator`` sends ``position sfen SFEN`` (no move
+history, so that a position's evaluation does not depend on the path to it)
+and searches with the configured limits:
+
+- engines that declare a ``MultiPV`` option are searched with MultiPV k
+  (starting at ``multipv``); while the first and the k-th line score within
+  ``multipv_margin`` cp of each other, k is widened by ``multipv`` and the
+  position searched again (up to ``max_multipv`` and the number of legal
+  moves). The moves are the first moves of the lines; ``move_values`` their
+  win probabilities for the side to move; ``priors`` a softmax of the scores
+  over ``temperature`` cp; ``value`` the first line's win probability.
+- other engines (gpsusi) are searched once: one move, prior 1.
+
+Mates count as win probability 1 or 0. The first move of every line and the
+``bestmove`` must be legal (checked with cshogi); later PV moves are cut at
+the first that is not (gpsusi PVs contain ``pass``). An illegal move, no
+``bestmove``, a crash or a timeout make the evaluator restart the engine and
+search again, up to ``restarts`` times, before it raises ``EvaluatorError``.
+
+gpsusi: pass ``options={"BookDepth": "0"}`` (it plays book moves without any
+score otherwise) and use ``byoyomi`` only: it aborts on ``go nodes``, ``go
+movetime`` and ``go depth`` (the evaluator refuses them). It treats byoyomi
+in whole seconds (300 ms gives it up to a second) and often stops early. Its
+mates come as huge ``score cp`` values, read as mates by ``bookgen.usi``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import cshogi
+
+from bookgen.errors import BookgenError
+from bookgen.evaluators.base import Evaluation, EvaluatorBase, EvaluatorError
+from bookgen.usi import InfoLine, SearchResult, UsiEngine, UsiError, UsiOptionError
+from bookgen.values import cp_to_value
+
+__all__ = ["UsiEvaluator", "parse_options"]
+
+DEFAULT_BYOYOMI = 1000
+
+
+class _BadOutput(Exception):
+    """The engine answered, but with something unusable (illegal move, no bestmove)."""
+
+
+def parse_options(pairs: Iterable[str]) -> dict[str, str]:
+    """``{"Threads": "1", "Hash": "64"}`` from ``["Threads=1", "Hash=64"]``.
+
+    Names may contain spaces (``"Move Overhead=50"``); the value is what
+    follows the first ``=`` and may be empty. A later pair overrides an
+    earlier one with the same name.
+    """
+    options: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise BookgenError(f"bad engine option {pair!r}: expected NAME=VALUE "
+                               "(for example Threads=1)")
+        if "\n" in pair or "\r" in pair:
+            raise BookgenError(f"bad engine option {pair!r}: contains a line break")
+        options[name] = value.strip()
+    return options
+
+
+def _softmax(scores: Sequence[float], temperature: float) -> list[float]:
+    top = max(scores)
+    weights = [math.exp((s - top) / temperature) for s in scores]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+class UsiEvaluator(EvaluatorBase):
+    """Positions evaluated by a USI engine (see the module docstring).
+
+    Limits: ``nodes``, ``byoyomi`` and ``movetime`` (milliseconds), ``depth``;
+    with none of them, ``byoyomi`` 1000. ``timeout`` is the longest wait for
+    one search in seconds (None: the time limit plus a margin, or 600 s for
+    node- and depth-limited searches). The engine starts in the constructor;
+    options it does not declare raise ``EvaluatorError``.
+    """
+
+    def __init__(self, command: str, options: Mapping[str, str] | None = None,
+                 nodes: int | None = None, byoyomi: int | None = None,
+                 movetime: int | None = None, depth: int | None = None, multipv: int = 4,
+                 multipv_margin: int = 100, max_multipv: int = 16, temperature: float = 100.0,
+                 timeout: float | None = None, restarts: int = 3, coef: float = 756.0) -> None:
+        for label, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
+                             ("depth", depth)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise EvaluatorError(f"usi evaluator: {label} must be a positive integer, "
+                                     f"not {value!r}")
+        if multipv < 1 or max_multipv < 1:
+            raise EvaluatorError("usi evaluator: multipv and max_multipv must be at least 1")
+        if temperature <= 0:
+            raise EvaluatorError("usi evaluator: temperature must be positive")
+        if restarts < 0:
+            raise EvaluatorError("usi evaluator: restarts must be 0 or more")
+        if nodes is None and byoyomi is None and movetime is None and depth is None:
+            byoyomi = DEFAULT_BYOYOMI
+        self.spec = "usi:" + command
+        self.command = command
+        self.nodes, self.byoyomi, self.movetime, self.depth = nodes, byoyomi, movetime, depth
+        self.multipv = multipv
+        self.multipv_margin = multipv_margin
+        self.max_multipv = max_multipv
+        self.temperature = temperature
+        self.timeout = timeout
+        self.restarts = restarts
+        self.coef = coef
+        self.searches = 0
+        self.closed = False
+        self.engine: UsiEngine | None = None
+        try:
+            self.engine = UsiEngine(command, options=dict(options or {}),
+                                    stop_grace=5.0 if timeout is None else min(5.0, timeout))
+        except UsiOptionError as exc:
+            raise EvaluatorError(f"USI engine {command!r}: {exc}") from exc
+        except UsiError as exc:
+            raise EvaluatorError(f"cannot start USI engine {command!r}: {exc}") from exc
+        name = self.engine.name or ""
+        if name.startswith("gpsshogi") and (nodes, movetime, depth) != (None, None, None):
+            self.close()
+            raise EvaluatorError(f"{name}: gpsusi aborts on 'go nodes', 'go movetime' and "
+                                 "'go depth'; use byoyomi instead")
+        self.multipv_option = next(
+            (o.name for o in self.engine.options.values() if o.name.lower() == "multipv"), None)
+        try:
+            self.engine.new_game()
+        except UsiError as exc:
+            self.close()
+            raise EvaluatorError(f"USI engine {command!r}: {exc}") from exc
+
+    @property
+    def engine_restarts(self) -> int:
+        """How many times the engine has been restarted."""
+        return self.engine.restarts if self.engine else 0
+
+    def evaluate(self, boards: Sequence[cshogi.Board]) -> list[Evaluation]:
+        """One engine analysis per board, in order."""
+        return [self._evaluate_one(board) for board in boards]
+
+    def close(self) -> None:
+        """Quit the engine (killed if it does not quit within 2 s)."""
+        self.closed = True
+        if self.engine is not None:
+            self.engine.close()
+
+    # -- one position ------------------------------------------------------
+
+    def _evaluate_one(self, board: cshogi.Board) -> Evaluation:
+        legal = [cshogi.move_to_usi(m) for m in board.legal_moves]
+        if not legal:
+            return Evaluation(moves=[], priors=[], value=0.0, move_values=[], mate=0)
+        if self.engine is None or self.closed:
+            raise EvaluatorError(f"{self.spec}: the evaluator is closed")
+        sfen = board.sfen()
+        errors: list[str] = []
+        for attempt in range(self.restarts + 1):
+            try:
+                if attempt > 0 or not self.engine.alive:
+                    self.engine.restart()
+                    self.engine.new_game()
+                return self._analyse(sfen, legal)
+            except (UsiError, _BadOutput) as exc:
+                errors.append(str(exc))
+        raise EvaluatorError(
+            f"USI engine {self.engine.name or self.command!r} failed {len(errors)} times on "
+            f"sfen {sfen} (restarted up to {self.restarts} times); last error: {errors[-1]}")
+
+    def _search(self, sfen: str, legal: set[str], k: int | None = None) -> SearchResult:
+        assert self.engine is not None
+        if k is not None and self.multipv_option is not None:
+            if self.engine.applied_options.get(self.multipv_option) != str(k):
+                self.engine.setoption(self.multipv_option, k)
+        self.engine.position(sfen)
+        result = self.engine.go(nodes=self.nodes, byoyomi=self.byoyomi,
+                                movetime=self.movetime, depth=self.depth, timeout=self.timeout)
+        self.searches += 1
+        if result.bestmove is None and not (result.resign or result.win):
+            raise _BadOutput(f"no bestmove in the engine's answer "
+                             f"(last lines: {result.lines[-3:]!r})")
+        if result.bestmove is not None and result.bestmove not in legal:
+            raise _BadOutput(f"illegal bestmove {result.bestmove!r}")
+        return result
+
+    def _analyse(self, sfen: str, legal_list: list[str]) -> Evaluation:
+        legal = set(legal_list)
+        if self.multipv_option is None:
+            return self._single(sfen, legal)
+        k = min(self.multipv, self.max_multipv, len(legal))
+        while True:
+            result = self._search(sfen, legal, k)
+            lines = self._lines(result, legal, k)
+            if (len(lines) >= k and k < len(legal) and k < self.max_multipv
+                    and lines[0][1].score - lines[-1][1].score <= self.multipv_margin):
+                k = min(k + self.multipv, self.max_multipv, len(legal))
+                continue
+            break
+        if not lines:
+            return self._without_lines(result, sfen)
+        best = lines[0][1]
+        move_values = [self._value(info) for _move, info in lines]
+        return Evaluation(
+            moves=[move for move, _info in lines],
+            priors=_softmax([info.score for _move, info in lines], self.temperature),
+            value=move_values[0], move_values=move_values, depth=best.depth or 0,
+            nodes=best.nodes or result.nodes or 0, mate=best.mate,
+            pv=self._legal_prefix(sfen, best.pv))
+
+    def _lines(self, result: SearchResult, legal: set[str], k: int
+               ) -> list[tuple[str, InfoLine]]:
+        """(first move, info) of each scored line, in multipv order."""
+        lines: list[tuple[str, InfoLine]] = []
+        seen: set[str] = set()
+        for info in result.ranked():
+            if info.multipv > k or not info.has_score or not info.pv:
+                continue
+            move = info.pv[0]
+            if move not in legal:
+                raise _BadOutput(f"illegal move {move!r} in PV {info.multipv}: {info.raw!r}")
+            if move not in seen:
+                seen.add(move)
+                lines.append((move, info))
+        if not lines and result.bestmove is not None:
+            best = result.best
+            if best is not None and best.has_score:
+                lines.append((result.bestmove, best))
+        return lines
+
+    def _single(self, sfen: str, legal: set[str]) -> Evaluation:
+        result = self._search(sfen, legal)
+        best = result.best
+        move = result.bestmove
+        if move is None and best is not None and best.pv and best.pv[0] in legal:
+            move = best.pv[0]  # resigned, but told us its best try
+        if move is None or best is None or not best.has_score:
+            return self._without_lines(result, sfen)
+        value = self._value(best)
+        pv = best.pv if best.pv[:1] == [move] else [move]
+        return Evaluation(moves=[move], priors=[1.0], value=value, move_values=[value],
+                          depth=best.depth or 0, nodes=best.nodes or result.nodes or 0,
+                          mate=best.mate, pv=self._legal_prefix(sfen, pv))
+
+    def _without_lines(self, result: SearchResult, sfen: str) -> Evaluation:
+        """A search that gave no scored move: resign, win, or a configuration problem."""
+        best = result.best
+        if result.resign or result.win:
+            value = 1.0 if result.win else 0.0
+            if best is not None and best.has_score:
+                value = self._value(best)
+            return Evaluation(moves=[], priors=[], value=value, move_values=[],
+                              depth=best.depth or 0 if best else 0, nodes=result.nodes or 0,
+                              mate=best.mate if best else None)
+        hint = " (gpsusi: set BookDepth=0)" if (self.engine and self.engine.name or ""
+                                                ).startswith("gpsshogi") else ""
+        raise EvaluatorError(
+            f"USI engine {self.engine.name if self.engine else self.command!r} answered "
+            f"bestmove {result.bestmove} without any score on sfen {sfen}{hint}; "
+            "it may be playing from its own book")
+
+    def _value(self, info: InfoLine) -> float:
+        if info.mate is not None:
+            return 1.0 if info.mate > 0 else 0.0
+        return cp_to_value(info.cp or 0, self.coef)
+
+    @staticmethod
+    def _legal_prefix(sfen: str, pv: Sequence[str]) -> list[str]:
+        """The PV up to its first move that is not legal (``pass`` included)."""
+        board = cshogi.Board(sfen)
+        legal_pv: list[str] = []
+        for usi in pv:
+            move = board.move_from_usi(usi)
+            if not move or not board.is_legal(move):
+                break
+            board.push(move)
+            legal_pv.append(usi)
+        return legal_pv

@@ -1,0 +1,914 @@
+"""A USI engine client built for long unattended runs.
+
+``UsiEngine`` starts an engine command (split with :func:`shlex.split`, so
+arguments are allowed), speaks USI over its stdin/stdout and never blocks
+forever:
+
+- a reader thread moves stdout lines into a queue, so every wait has a
+  timeout (:class:`EngineTimeout`);
+- another thread drains stderr continuously into a bounded ring buffer
+  (gpsusi writes kilobytes of diagnostics per search and would block on a
+  full pipe otherwise); its tail is quoted in error messages;
+- the end of the process or of its stdout raises :class:`EngineCrashed` with
+  the exit code and the stderr tail; :meth:`UsiEngine.restart` relaunches the
+  engine and re-applies the options set so far.
+
+Lines that are not valid USI are kept in the raw lines of a search and
+otherwise ignored. ``info`` lines are parsed into :class:`InfoLine`, tolerant
+of unknown or malformed tokens.
+
+Mate scores: ``score mate N`` is taken as reported (the sign says who mates;
+``mate 0`` or a negative N means the side to move is mated). Engines such as
+gpsusi report mates as a huge ``score cp`` instead (1148897 for a mate in 1,
+about -870000 for a hopeless position); ``|cp| >= mate_cp_threshold``
+(default 100000) is read as a mate whose distance is estimated from the PV
+length (``InfoLine.mate_estimated`` is then true).
+
+A ``UsiEngine`` is not thread-safe: use one per thread.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bookgen.errors import BookgenError
+from bookgen.values import MATE_VALUE
+
+__all__ = [
+    "DEFAULT_MATE_CP_THRESHOLD", "EngineCrashed", "EngineStartError", "EngineTimeout",
+    "InfoLine", "SearchResult", "UsiEngine", "UsiError", "UsiOption", "UsiOptionError",
+    "parse_bestmove", "parse_info", "parse_option",
+]
+
+DEFAULT_MATE_CP_THRESHOLD = 100_000
+_MAX_MATE_PLIES = 999
+_STDOUT_LINE_LIMIT = 1 << 20
+_EOF = object()
+
+
+class UsiError(BookgenError):
+    """Something went wrong talking to a USI engine."""
+
+
+class EngineStartError(UsiError):
+    """The engine command could not be started."""
+
+
+class EngineTimeout(UsiError):
+    """The engine did not answer within the time allowed."""
+
+
+class EngineCrashed(UsiError):
+    """The engine process exited or closed its stdout."""
+
+    def __init__(self, message: str, returncode: int | None = None, stderr_tail: str = ""):
+        super().__init__(message)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+
+class UsiOptionError(UsiError, ValueError):
+    """An option the engine does not declare, or a value its declaration rejects."""
+
+
+# --------------------------------------------------------------------------
+# parsed protocol lines
+
+
+@dataclass
+class UsiOption:
+    """One ``option name ... type ...`` declaration."""
+
+    name: str
+    type: str
+    default: str | None = None
+    min: int | None = None
+    max: int | None = None
+    vars: list[str] = field(default_factory=list)
+
+
+@dataclass
+class InfoLine:
+    """One ``info`` line; fields the engine did not send (or garbled) are None.
+
+    ``cp``/``mate`` are from the side to move's point of view; at most one is
+    set. ``bound`` is ``"lower"`` or ``"upper"`` for fail-high/low lines.
+    ``multipv`` defaults to 1. ``pv`` keeps the engine's tokens as they are
+    (including ``pass``).
+    """
+
+    raw: str
+    depth: int | None = None
+    seldepth: int | None = None
+    multipv: int = 1
+    cp: int | None = None
+    mate: int | None = None
+    mate_estimated: bool = False
+    bound: str | None = None
+    nodes: int | None = None
+    nps: int | None = None
+    time: int | None = None
+    hashfull: int | None = None
+    currmove: str | None = None
+    string: str | None = None
+    pv: list[str] = field(default_factory=list)
+
+    @property
+    def has_score(self) -> bool:
+        return self.cp is not None or self.mate is not None
+
+    @property
+    def is_mate(self) -> bool:
+        return self.mate is not None
+
+    @property
+    def mate_win(self) -> bool | None:
+        """True when the side to move mates, False when it is mated, None without mate."""
+        if self.mate is None:
+            return None
+        return self.mate > 0
+
+    @property
+    def score(self) -> int | None:
+        """The score as centipawns, mates mapped to +-(MATE_VALUE - plies).
+
+        Ordinary scores are clipped to +-(MATE_VALUE - 1000) so that they
+        always rank below mates; a quicker mate ranks above a slower one.
+        """
+        if self.mate is not None:
+            plies = min(abs(self.mate), _MAX_MATE_PLIES)
+            return MATE_VALUE - plies if self.mate > 0 else -MATE_VALUE + plies
+        if self.cp is not None:
+            limit = MATE_VALUE - _MAX_MATE_PLIES - 1
+            return max(-limit, min(limit, self.cp))
+        return None
+
+
+_INT_FIELDS = {"depth", "seldepth", "nodes", "nps", "time", "hashfull", "multipv"}
+# Keywords whose value runs to the end of the line.
+_REST_FIELDS = {"pv", "string", "refutation", "currline"}
+_INFO_KEYWORDS = _INT_FIELDS | _REST_FIELDS | {
+    "score", "currmove", "currmovenumber", "cpuload", "tbhits", "sbhits", "lowerbound",
+    "upperbound"}
+
+
+def _to_int(token: str) -> int | None:
+    try:
+        return int(token)
+    except ValueError:
+        return None
+
+
+def parse_info(line: str, mate_cp_threshold: int | None = DEFAULT_MATE_CP_THRESHOLD
+               ) -> InfoLine | None:
+    """Parse an ``info`` line; None when the line is not one.
+
+    Unknown keywords and malformed values are skipped, never raised.
+    ``|cp| >= mate_cp_threshold`` is read as a mate (None disables this).
+    """
+    tokens = line.split()
+    if not tokens or tokens[0] != "info":
+        return None
+    info = InfoLine(raw=line)
+    i, n = 1, len(tokens)
+    while i < n:
+        key = tokens[i]
+        i += 1
+        if key in _INT_FIELDS:
+            if i < n and (value := _to_int(tokens[i])) is not None:
+                i += 1
+                if key == "multipv":
+                    if value >= 1:
+                        info.multipv = value
+                else:
+                    setattr(info, key, value)
+        elif key == "score":
+            i = _parse_score(tokens, i, info)
+        elif key in ("lowerbound", "upperbound"):
+            info.bound = key[:-5]
+        elif key == "currmove":
+            if i < n:
+                info.currmove = tokens[i]
+                i += 1
+        elif key == "pv":
+            info.pv = tokens[i:]
+            i = n
+        elif key == "string":
+            info.string = " ".join(tokens[i:])
+            i = n
+        elif key in _REST_FIELDS:
+            i = n
+        # Anything else (currmovenumber's number, tbhits, garbage) is skipped
+        # one token at a time: the next known keyword resynchronises.
+    if (mate_cp_threshold is not None and info.cp is not None
+            and abs(info.cp) >= mate_cp_threshold):
+        info.mate = 1 if info.cp > 0 else -1
+        info.cp = None
+        info.mate_estimated = True
+    if info.mate_estimated and info.mate is not None:
+        plies = len(info.pv)
+        info.mate = max(1, plies) if info.mate > 0 else -plies
+    return info
+
+
+def _parse_score(tokens: list[str], i: int, info: InfoLine) -> int:
+    n = len(tokens)
+    if i + 1 >= n:
+        return n
+    kind, value = tokens[i], tokens[i + 1]
+    if kind == "cp":
+        cp = _to_int(value)
+        if cp is None:
+            return i + 1
+        info.cp, info.mate = cp, None
+    elif kind == "mate":
+        if value in ("+", "-"):
+            # A mate of unknown length (YaneuraOu style): estimated from the PV.
+            info.mate = 1 if value == "+" else -1
+            info.mate_estimated = True
+        else:
+            mate = _to_int(value)
+            if mate is None:
+                return i + 1
+            info.mate = mate
+        info.cp = None
+    else:
+        return i
+    i += 2
+    if i < n and tokens[i] in ("lowerbound", "upperbound"):
+        info.bound = tokens[i][:-5]
+        i += 1
+    return i
+
+
+def parse_bestmove(line: str) -> tuple[str | None, str | None] | None:
+    """``(move, ponder)`` of a ``bestmove`` line, None when the line is not one.
+
+    The move is None when the line carries none; ``resign``, ``win`` and
+    ``(none)`` are returned as they are.
+    """
+    tokens = line.split()
+    if not tokens or tokens[0] != "bestmove":
+        return None
+    move = tokens[1] if len(tokens) > 1 else None
+    ponder = None
+    if len(tokens) > 3 and tokens[2] == "ponder":
+        ponder = tokens[3]
+    return move, ponder
+
+
+_OPTION_KEYWORDS = ("name", "type", "default", "min", "max", "var")
+
+
+def parse_option(line: str) -> UsiOption | None:
+    """Parse an ``option name N type T ...`` declaration (None if malformed)."""
+    tokens = line.split()
+    if len(tokens) < 2 or tokens[0] != "option" or tokens[1] != "name":
+        return None
+    parts: dict[str, list[str]] = {}
+    vars_: list[list[str]] = []
+    current: list[str] = []
+    for token in tokens[1:]:
+        if token == "var":
+            vars_.append([])
+            current = vars_[-1]
+        elif token in _OPTION_KEYWORDS and token not in parts:
+            parts[token] = []
+            current = parts[token]
+        else:
+            current.append(token)
+    name = " ".join(parts.get("name", []))
+    type_ = " ".join(parts.get("type", []))
+    if not name or not type_:
+        return None
+    default = " ".join(parts["default"]) if "default" in parts else None
+    if default == "<empty>":
+        default = ""
+    low = _to_int(" ".join(parts["min"])) if "min" in parts else None
+    high = _to_int(" ".join(parts["max"])) if "max" in parts else None
+    return UsiOption(name=name, type=type_, default=default, min=low, max=high,
+                     vars=[" ".join(v) for v in vars_])
+
+
+@dataclass
+class SearchResult:
+    """What one ``go`` produced.
+
+    ``bestmove`` is the move sent (``resign``, ``win`` and ``(none)`` make it
+    None and set the flags below). ``infos`` holds, for each multipv index,
+    the last info line that carried a score or a PV. ``lines`` are all raw
+    lines received during the search, garbage included.
+    """
+
+    bestmove: str | None
+    ponder: str | None = None
+    infos: dict[int, InfoLine] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    resign: bool = False
+    win: bool = False
+    nodes: int | None = None
+    elapsed: float = 0.0
+
+    @property
+    def best(self) -> InfoLine | None:
+        """The info of the first PV (or of the lowest index reported)."""
+        if 1 in self.infos:
+            return self.infos[1]
+        return self.infos[min(self.infos)] if self.infos else None
+
+    def ranked(self) -> list[InfoLine]:
+        """The infos in multipv order."""
+        return [self.infos[k] for k in sorted(self.infos)]
+
+
+# --------------------------------------------------------------------------
+# the engine process
+
+
+class _RingBuffer:
+    """The last ``limit`` bytes written, thread-safe."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._data = bytearray()
+        self._lock = threading.Lock()
+
+    def write(self, chunk: bytes) -> None:
+        with self._lock:
+            self.total += len(chunk)
+            self._data += chunk
+            excess = len(self._data) - self.limit
+            if excess > 0:
+                del self._data[:excess]
+
+    def text(self) -> str:
+        with self._lock:
+            return self._data.decode("utf-8", errors="replace")
+
+
+def _drain_stderr(stream, buffer: _RingBuffer) -> None:
+    try:
+        while True:
+            chunk = stream.read1(65536)
+            if not chunk:
+                break
+            buffer.write(chunk)
+    except (OSError, ValueError):
+        pass
+
+
+def _read_stdout(stream, lines: queue.Queue) -> None:
+    try:
+        while True:
+            raw = stream.readline(_STDOUT_LINE_LIMIT)
+            if not raw:
+                break
+            lines.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+    except (OSError, ValueError):
+        pass
+    finally:
+        lines.put(_EOF)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the engine and anything it started (it leads its own session)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def _describe_returncode(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class UsiEngine:
+    """A running USI engine.
+
+    ``command`` is split with :func:`shlex.split`. The constructor starts the
+    engine, performs the ``usi`` handshake, applies ``options`` and waits for
+    ``readyok``. Timeouts are in seconds: ``startup_timeout`` for ``usiok``,
+    ``ready_timeout`` for ``readyok``, ``search_timeout`` for a ``go``
+    without a time limit (nodes, depth); a time-limited ``go`` waits for its
+    time plus a margin, then sends ``stop`` and waits ``stop_grace`` more
+    before killing the engine. ``quit_grace`` is how long :meth:`close`
+    waits after ``quit`` before killing the process.
+    """
+
+    def __init__(self, command: str, options: Mapping[str, object] | None = None, *,
+                 cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+                 startup_timeout: float = 30.0, ready_timeout: float = 60.0,
+                 search_timeout: float = 600.0, stop_grace: float = 5.0,
+                 quit_grace: float = 2.0,
+                 stderr_limit: int = 65536,
+                 mate_cp_threshold: int | None = DEFAULT_MATE_CP_THRESHOLD) -> None:
+        self.command = command
+        try:
+            self.argv = shlex.split(command)
+        except ValueError as exc:
+            raise EngineStartError(f"bad engine command {command!r}: {exc}") from exc
+        if not self.argv:
+            raise EngineStartError("empty engine command")
+        self.cwd = cwd
+        self.env = dict(env) if env is not None else None
+        self.startup_timeout = startup_timeout
+        self.ready_timeout = ready_timeout
+        self.search_timeout = search_timeout
+        self.stop_grace = stop_grace
+        self.quit_grace = quit_grace
+        self.stderr_limit = stderr_limit
+        self.mate_cp_threshold = mate_cp_threshold
+        self.name: str | None = None
+        self.author: str | None = None
+        self.options: dict[str, UsiOption] = {}
+        self.applied_options: dict[str, str | None] = {}
+        self.restarts = 0
+        self.handshake_lines: list[str] = []
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue = queue.Queue()
+        self._stderr = _RingBuffer(stderr_limit)
+        self._threads: list[threading.Thread] = []
+        self._eof = False
+        self._searching = False
+        self._search_lines: list[str] = []
+        self._search_started = 0.0
+        self._stopped_by_us: str | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._launch()
+        try:
+            for name, value in (options or {}).items():
+                self.setoption(name, value)
+            self.isready()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- process management ------------------------------------------------
+
+    def _launch(self) -> None:
+        try:
+            proc = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=self.cwd, env=self.env,
+                start_new_session=True)
+        except OSError as exc:
+            raise EngineStartError(f"cannot start engine {self.command!r}: {exc}") from exc
+        self._proc = proc
+        self._finalizer = weakref.finalize(self, _kill, proc)
+        self._lines = queue.Queue()
+        self._stderr = _RingBuffer(self.stderr_limit)
+        self._eof = False
+        self._searching = False
+        self._stopped_by_us = None
+        self._threads = [
+            threading.Thread(target=_read_stdout, args=(proc.stdout, self._lines),
+                             name=f"usi-stdout-{proc.pid}", daemon=True),
+            threading.Thread(target=_drain_stderr, args=(proc.stderr, self._stderr),
+                             name=f"usi-stderr-{proc.pid}", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        try:
+            self._handshake()
+        except EngineTimeout:
+            raise self._timed_out("usiok", self.startup_timeout) from None
+        except BaseException:
+            self._shutdown(grace=0.0)
+            raise
+
+    def _handshake(self) -> None:
+        self.options = {}
+        self.handshake_lines = []
+        self.send("usi")
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            line = self._next_line(deadline, "usiok")
+            self.handshake_lines.append(line)
+            tokens = line.split()
+            if not tokens:
+                continue
+            if tokens[0] == "usiok":
+                return
+            if tokens[0] == "id" and len(tokens) >= 2:
+                value = " ".join(tokens[2:])
+                if tokens[1] == "name":
+                    self.name = value
+                elif tokens[1] == "author":
+                    self.author = value
+            elif tokens[0] == "option":
+                option = parse_option(line)
+                if option is not None:
+                    self.options[option.name] = option
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll() if self._proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and not self._eof
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        """The last ``chars`` characters the engine wrote to stderr."""
+        return self._stderr.text()[-chars:]
+
+    @property
+    def stderr_bytes(self) -> int:
+        """Bytes written to stderr since the last (re)start."""
+        return self._stderr.total
+
+    def _label(self) -> str:
+        return f"engine {self.name or self.command!r}"
+
+    def _crashed(self, waiting_for: str) -> EngineCrashed:
+        code = None
+        if self._proc is not None:
+            try:
+                code = self._proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                _kill(self._proc)  # stdout closed but still running: unusable
+            else:
+                # Let the drain thread read the last words the engine wrote.
+                for thread in self._threads[1:]:
+                    thread.join(timeout=1.0)
+        tail = self.stderr_tail(1500).strip()
+        if self._stopped_by_us:
+            message = f"{self._label()} is not running ({self._stopped_by_us}; call restart())"
+        else:
+            message = (f"{self._label()} stopped ({_describe_returncode(code)}, stdout closed) "
+                       f"while waiting for {waiting_for}")
+        if tail:
+            message += f"; stderr tail: {tail[-600:]}"
+        return EngineCrashed(message, returncode=code, stderr_tail=tail)
+
+    def _timed_out(self, waiting_for: str, timeout: float, note: str = "") -> EngineTimeout:
+        """Kill the engine (its state is unknown) and describe the timeout."""
+        self._shutdown(grace=0.0, reason=f"killed after no {waiting_for} in {timeout:.1f} s")
+        tail = self.stderr_tail(600).strip()
+        message = (f"{self._label()} gave no {waiting_for} within {timeout:.1f} s{note} "
+                   "(killed; restart() to continue)")
+        if tail:
+            message += f"; stderr tail: {tail[-300:]}"
+        return EngineTimeout(message)
+
+    def _next_line(self, deadline: float, waiting_for: str) -> str:
+        """The next stdout line; EngineTimeout at ``deadline``, EngineCrashed at EOF."""
+        if self._eof:
+            raise self._crashed(waiting_for)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EngineTimeout(waiting_for)
+            try:
+                item = self._lines.get(timeout=min(remaining, 0.25))
+            except queue.Empty:
+                # A dead engine whose stdout stays open (held by a child) never
+                # gives EOF: notice the exit itself.
+                if self._proc is not None and self._proc.poll() is not None:
+                    try:
+                        item = self._lines.get(timeout=0.5)
+                    except queue.Empty:
+                        self._eof = True
+                        raise self._crashed(waiting_for) from None
+                else:
+                    continue
+            if item is _EOF:
+                self._eof = True
+                raise self._crashed(waiting_for)
+            return item
+
+    def _drain_pending(self) -> list[str]:
+        """Lines already received and not consumed (stale output)."""
+        stale = []
+        while True:
+            try:
+                item = self._lines.get_nowait()
+            except queue.Empty:
+                return stale
+            if item is _EOF:
+                self._eof = True
+                return stale
+            stale.append(item)
+
+    def send(self, command: str) -> None:
+        """Write one command line to the engine."""
+        if "\n" in command or "\r" in command:
+            raise ValueError(f"USI command contains a line break: {command!r}")
+        if self._proc is None or self._proc.stdin is None:
+            raise EngineCrashed(f"{self._label()} is not running")
+        try:
+            self._proc.stdin.write((command + "\n").encode("utf-8"))
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            self._eof = True
+            raise self._crashed(f"the engine to read {command.split()[0]!r}") from exc
+
+    # -- commands ------------------------------------------------------------
+
+    def setoption(self, name: str, value: object = None) -> None:
+        """``setoption name NAME [value VALUE]``, remembered for :meth:`restart`.
+
+        When the engine declared options, the name must be one of them
+        (case-insensitively; ``USI_*`` options are always allowed) and spin,
+        check and combo values must fit the declaration.
+        """
+        name = name.strip()
+        if not name:
+            raise UsiOptionError("empty option name")
+        text = _option_text(value)
+        if self.options and not name.startswith("USI_"):
+            declared = self.options.get(name)
+            if declared is None:
+                matches = [o for o in self.options.values() if o.name.lower() == name.lower()]
+                declared = matches[0] if matches else None
+            if declared is None:
+                raise UsiOptionError(
+                    f"{self._label()} has no option {name!r} (it declares: "
+                    f"{', '.join(sorted(self.options))})")
+            name = declared.name
+            _check_option_value(declared, text)
+        self.applied_options.pop(name, None)
+        self.applied_options[name] = text
+        self._send_setoption(name, text)
+
+    def _send_setoption(self, name: str, text: str | None) -> None:
+        if text is None:
+            self.send(f"setoption name {name}")
+        else:
+            self.send(f"setoption name {name} value {text}")
+
+    def isready(self, timeout: float | None = None) -> None:
+        """``isready`` and wait for ``readyok``; other lines are ignored."""
+        timeout = self.ready_timeout if timeout is None else timeout
+        self._drain_pending()
+        self.send("isready")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._next_line(deadline, "readyok")
+            except EngineTimeout:
+                raise self._timed_out("readyok", timeout) from None
+            if line.strip() == "readyok":
+                return
+
+    def new_game(self) -> None:
+        """``usinewgame``."""
+        self.send("usinewgame")
+
+    def position(self, sfen: str = "startpos", moves: Sequence[str] = ()) -> None:
+        """``position startpos|sfen SFEN [moves ...]``.
+
+        ``sfen`` may also be a whole position argument (``startpos moves
+        7g7f``, ``sfen ...``) as long as ``moves`` is empty.
+        """
+        sfen = sfen.strip()
+        if sfen.startswith(("startpos", "sfen ")):
+            head = f"position {sfen}"
+        else:
+            head = f"position sfen {sfen}"
+        self.send(f"{head} moves {' '.join(moves)}" if moves else head)
+
+    def go(self, *, byoyomi: int | None = None, btime: int | None = None,
+           wtime: int | None = None, binc: int | None = None, winc: int | None = None,
+           nodes: int | None = None, movetime: int | None = None, depth: int | None = None,
+           timeout: float | None = None) -> SearchResult:
+        """Search and wait for ``bestmove``. Times are in milliseconds.
+
+        ``timeout`` (seconds) defaults to the time limit plus a margin, or
+        ``search_timeout`` without one. On timeout the engine is sent
+        ``stop``; if it does not answer within ``stop_grace`` it is killed.
+        Either way :class:`EngineTimeout` is raised.
+        """
+        limits = _go_limits(byoyomi=byoyomi, btime=btime, wtime=wtime, binc=binc, winc=winc,
+                            nodes=nodes, movetime=movetime, depth=depth)
+        if timeout is None:
+            budget_ms = max(movetime or 0, max(btime or 0, wtime or 0) + max(binc or 0, winc or 0)
+                            + (byoyomi or 0))
+            # gpsusi rounds byoyomi up to whole seconds: the margin covers it.
+            timeout = budget_ms / 1000 * 1.5 + 10.0 if budget_ms else self.search_timeout
+        self._start_search(limits)
+        return self.wait_bestmove(timeout)
+
+    def go_infinite(self, **limits: int) -> None:
+        """Start ``go infinite``; end it with :meth:`stop`."""
+        self._start_search(["infinite", *_go_limits(**limits)])
+
+    def stop(self, timeout: float = 10.0) -> SearchResult:
+        """``stop`` the current search and wait for its ``bestmove``."""
+        if not self._searching:
+            raise UsiError(f"{self._label()}: stop() without a search running")
+        self.send("stop")
+        return self.wait_bestmove(timeout, stop_on_timeout=False)
+
+    def _start_search(self, limits: list[str]) -> None:
+        if self._searching:
+            raise UsiError(f"{self._label()}: a search is already running")
+        self._drain_pending()
+        self._search_lines: list[str] = []
+        self._search_started = time.monotonic()
+        self.send(" ".join(["go", *limits]))
+        self._searching = True
+
+    def wait_bestmove(self, timeout: float, stop_on_timeout: bool = True) -> SearchResult:
+        """Collect the running search's output until ``bestmove``."""
+        if not self._searching:
+            raise UsiError(f"{self._label()}: no search running")
+        result = SearchResult(bestmove=None, lines=self._search_lines)
+        deadline = time.monotonic() + timeout
+        stopped = False
+        while True:
+            try:
+                line = self._next_line(deadline, "bestmove")
+            except EngineTimeout:
+                if stop_on_timeout and not stopped:
+                    # Give it a chance to answer ``stop`` so that it stays usable.
+                    stopped = True
+                    try:
+                        self.send("stop")
+                    except EngineCrashed:
+                        self._searching = False
+                        raise
+                    deadline = time.monotonic() + self.stop_grace
+                    continue
+                self._searching = False
+                note = f", nor {self.stop_grace:.1f} s after stop" if stopped else ""
+                raise self._timed_out("bestmove", timeout, note=note) from None
+            except EngineCrashed:
+                self._searching = False
+                raise
+            result.lines.append(line)
+            if line.startswith("info"):
+                info = parse_info(line, self.mate_cp_threshold)
+                if info is None:
+                    continue
+                if info.nodes is not None:
+                    result.nodes = max(result.nodes or 0, info.nodes)
+                if info.has_score or info.pv:
+                    result.infos[info.multipv] = info
+                continue
+            parsed = parse_bestmove(line)
+            if parsed is None:
+                continue
+            self._searching = False
+            move, ponder = parsed
+            result.elapsed = time.monotonic() - self._search_started
+            if move == "resign":
+                result.resign = True
+            elif move == "win":
+                result.win = True
+            elif move is not None and move != "(none)":
+                result.bestmove = move
+                result.ponder = ponder
+            if stopped:
+                raise EngineTimeout(
+                    f"{self._label()} gave no bestmove within {timeout:.1f} s "
+                    "(answered stop; still usable)")
+            return result
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def restart(self) -> None:
+        """Kill or quit the engine, start it again and re-apply the options."""
+        self._shutdown(grace=min(self.quit_grace, 0.5), reason="restarting")
+        self.restarts += 1
+        self._launch()
+        try:
+            for name, value in self.applied_options.items():
+                self._send_setoption(name, value)
+            self.isready()
+        except BaseException:
+            self._shutdown(grace=0.0)
+            raise
+
+    def _shutdown(self, grace: float, reason: str = "closed") -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if self._stopped_by_us is None:
+            self._stopped_by_us = reason
+        if proc.poll() is None and grace > 0:
+            try:
+                if self._searching:
+                    self.send("stop")
+                self.send("quit")
+            except UsiError:
+                pass
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill(proc)
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (proc.stdin,):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+        for thread, stream in zip(self._threads, (proc.stdout, proc.stderr)):
+            thread.join(timeout=2.0)
+            # Closing a pipe that a thread is still blocked reading would block
+            # here too (a grandchild outside our process group may hold it open).
+            if stream and not thread.is_alive():
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._searching = False
+        self._eof = True
+
+    def close(self) -> None:
+        """``quit``, then kill the engine if it is still running after ``quit_grace``."""
+        self._shutdown(grace=self.quit_grace)
+
+    def __enter__(self) -> UsiEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"UsiEngine({self.command!r}, name={self.name!r}, pid={self.pid})"
+
+
+def _option_text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        raise UsiOptionError(f"option value contains a line break: {text!r}")
+    return text
+
+
+def _check_option_value(option: UsiOption, text: str | None) -> None:
+    kind = option.type
+    if kind == "button":
+        return
+    if text is None:
+        raise UsiOptionError(f"option {option.name!r} ({kind}) needs a value")
+    if kind == "spin":
+        number = _to_int(text)
+        if number is None:
+            raise UsiOptionError(f"option {option.name!r} is a spin: {text!r} is not an integer")
+        if ((option.min is not None and number < option.min)
+                or (option.max is not None and number > option.max)):
+            raise UsiOptionError(f"option {option.name!r}: {number} is outside "
+                                 f"[{option.min}, {option.max}]")
+    elif kind == "check":
+        if text.lower() not in ("true", "false"):
+            raise UsiOptionError(f"option {option.name!r} is a check: use true or false, "
+                                 f"not {text!r}")
+    elif kind == "combo" and option.vars and text not in option.vars:
+        raise UsiOptionError(f"option {option.name!r}: {text!r} is not one of "
+                             f"{', '.join(option.vars)}")
+
+
+_GO_LIMITS = ("btime", "wtime", "binc", "winc", "byoyomi", "movetime", "nodes", "depth")
+
+
+def _go_limits(**limits: int | None) -> list[str]:
+    unknown = set(limits) - set(_GO_LIMITS)
+    if unknown:
+        raise ValueError(f"unknown go limits: {', '.join(sorted(unknown))}")
+    tokens: list[str] = []
+    for key in _GO_LIMITS:
+        value = limits.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"go {key} must be a non-negative integer, not {value!r}")
+        tokens += [key, str(value)]
+    return tokens

@@ -1,0 +1,107 @@
+"""A minimal USI engine for fault-injection tests.
+
+It plays legal moves (with cshogi) and misbehaves on request:
+
+--crash-on-go N     exit with --exit-code on the N-th ``go`` (after writing to stderr)
+--once-file PATH    crash only if PATH does not exist yet (it is created): a one-time crash
+--hang-on-go N      never answer the N-th ``go`` (and ignore ``stop`` and ``quit``)
+--silent-start      never answer ``usi``
+--garbage           print garbage lines (binary, malformed info) before answering
+--illegal           answer with an illegal bestmove and PV
+--stderr-bytes N    write N bytes to stderr on every ``go``
+--multipv           declare a MultiPV option and print that many info lines
+--no-info           answer with a bare bestmove, like an engine playing from its book
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import cshogi
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _hang() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def main(defaults: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--crash-on-go", type=int, default=0)
+    parser.add_argument("--once-file")
+    parser.add_argument("--exit-code", type=int, default=3)
+    parser.add_argument("--hang-on-go", type=int, default=0)
+    parser.add_argument("--silent-start", action="store_true")
+    parser.add_argument("--garbage", action="store_true")
+    parser.add_argument("--illegal", action="store_true")
+    parser.add_argument("--stderr-bytes", type=int, default=0)
+    parser.add_argument("--multipv", action="store_true")
+    parser.add_argument("--no-info", action="store_true")
+    args = parser.parse_args(defaults + sys.argv[1:])
+
+    board = cshogi.Board()
+    gos = 0
+    multipv = 1
+    for line in sys.stdin:
+        tokens = line.split()
+        if not tokens:
+            continue
+        command = tokens[0]
+        if command == "usi":
+            if args.silent_start:
+                _hang()
+            _say("id name FakeEngine 1.0")
+            _say("id author bookgen tests")
+            _say("option name Threads type spin default 1 min 1 max 4")
+            if args.multipv:
+                _say("option name MultiPV type spin default 1 min 1 max 500")
+            _say("usiok")
+        elif command == "isready":
+            _say("readyok")
+        elif command == "setoption" and "MultiPV" in tokens and tokens[-2] == "value":
+            multipv = int(tokens[-1])
+        elif command == "position":
+            board.set_position(" ".join(tokens[1:]))
+        elif command == "go":
+            gos += 1
+            if args.stderr_bytes:
+                chunk = "x" * 99 + "\n"
+                for _ in range(args.stderr_bytes // 100):
+                    sys.stderr.write(chunk)
+                sys.stderr.write(f"end of search {gos}\n")
+                sys.stderr.flush()
+            if gos == args.crash_on_go:
+                if not args.once_file or not os.path.exists(args.once_file):
+                    if args.once_file:
+                        open(args.once_file, "w").close()
+                    sys.stderr.write("fake engine: simulated crash\n")
+                    sys.stderr.flush()
+                    os._exit(args.exit_code)
+            if gos == args.hang_on_go:
+                _hang()
+            if args.garbage:
+                sys.stdout.buffer.write(b"\xff\xfe\x00 binary garbage \x80\n")
+                _say("info depth x seldepth ? score cp abc nodes 12 junk pv")
+                _say("info score mate")
+                _say("hello, this is not USI")
+                _say("bestmovement 1a1a")
+                _say("")
+            if args.illegal:
+                _say("info depth 1 score cp 10 pv 9a9a 1a1b")
+                _say("bestmove 9a9a")
+                continue
+            moves = [cshogi.move_to_usi(m) for m in board.legal_moves]
+            for index, move in enumerate(moves[:0 if args.no_info else multipv], start=1):
+                _say(f"info depth 3 seldepth 4 multipv {index} score cp {60 - 10 * index} "
+                     f"nodes {100 * index} nps 10000 time 1 pv {move}")
+            _say(f"bestmove {moves[0]}" if moves else "bestmove resign")
+        elif command == "quit":
+            break

@@ -1,0 +1,4 @@
+"""Fake USI engine that behaves unless told otherwise by _fakeusi.py's flags."""
+from _fakeusi import main
+
+main([])
