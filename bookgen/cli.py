@@ -303,13 +303,18 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
         return
-    share = (1 - summary.eval_seconds / summary.seconds) * 100 if summary.seconds else 0.0
+    busy = summary.seconds * workers  # evaluator time is summed over the workers
+    share = (1 - summary.eval_seconds / busy) * 100 if busy else 0.0
     click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
                f"{summary.expansions} positions expanded in {summary.seconds:.1f} s "
-               f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the time outside "
-               f"the evaluator); book now {summary.positions} positions, "
+               f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the workers' time "
+               f"outside the evaluator); book now {summary.positions} positions, "
                f"{summary.moves} moves")
 
+
+from bookgen.cli_model import model_group  # noqa: E402
+
+main.add_command(model_group)
 
 if __name__ == "__main__":
     main()

@@ -161,8 +161,10 @@ class ProcessBackend:
     def __init__(self, spec: str, options: dict[str, Any], settings: ExpansionSettings,
                  workers: int) -> None:
         self.workers = workers
+        # spawn, not fork: a parent that has loaded torch (OpenMP thread pools)
+        # or started engine reader threads is not safe to fork.
         self.executor = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork"),
+            workers, mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init, initargs=(spec, options, settings))
         self.futures: set[Future[ExpansionResult]] = set()
 

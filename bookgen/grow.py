@@ -117,6 +117,9 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
         if not 0.0 <= value <= 1.0:
             raise BookgenError(f"{name} is a win probability between 0 and 1")
     options = dict(evaluator_options or {})
+    if workers > 1 and evaluator.startswith(("torch:", "onnx:")):
+        # Each worker runs its own model: share the cores instead of each taking all.
+        options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
     root_boards = read_roots(roots) if roots else [cshogi.Board(STARTPOS_SFEN + " 1")]
     # Fail on a bad evaluator before touching the book (and before forking workers).
     try:

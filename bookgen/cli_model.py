@@ -1,0 +1,123 @@
+"""``bookgen model``: create, inspect and export dlshogi-shaped networks.
+
+Each command is a thin layer over :mod:`bookgen.network` (``init_model``,
+``model_info``, ``export_onnx``); torch is imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from bookgen.errors import BookgenError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# Same behaviour as bookgen.cli.reports_errors, repeated here because
+# bookgen.cli imports this module to register the group (an import cycle).
+def reports_errors(function: F) -> F:
+    """Turn library errors into a one-line message and exit code 2."""
+
+    @wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except BookgenError as error:
+            click.echo(f"bookgen: error: {error}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("bookgen: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def format_info(info: dict[str, Any]) -> str:
+    """Human-readable lines for :func:`bookgen.network.model_info`."""
+    def known(value: object) -> str:
+        if value is None:
+            return "unknown"
+        return f"{value:,}" if isinstance(value, int) else str(value)
+
+    rows = [("file", f"{info['file']} ({info['kind']})"), ("blocks", known(info.get("blocks"))),
+            ("channels", known(info.get("channels"))),
+            ("parameters", known(info.get("parameters")))]
+    rows += [(name, " x ".join(map(str, shape)))
+             for name, shape in {**info["inputs"], **info["outputs"]}.items()]
+    if info["kind"] == "onnx":
+        rows.append(("opset", known(info.get("opset"))))
+    lines = [f"{name + ':':<15}{value}" for name, value in rows]
+    return "\n".join(lines)
+
+
+@click.group("model", context_settings={"help_option_names": ["-h", "--help"]})
+def model_group() -> None:
+    """Create, inspect and export dlshogi-shaped policy-value networks.
+
+    Models take cshogi's dlshogi features (62 + 57 planes) and output 2187
+    policy logits and a value; evaluators use them as torch:MODEL.pt or
+    onnx:MODEL.onnx.
+    """
+
+
+@model_group.command("init")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The model file to write (.pt).")
+@click.option("--blocks", type=click.IntRange(1, 64), default=5, show_default=True,
+              help="Residual blocks.")
+@click.option("--channels", type=click.IntRange(1, 1024), default=64, show_default=True,
+              help="Channels of every convolution.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Random seed of the initial weights.")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the model's info as JSON.")
+@reports_errors
+def init_command(output: str, blocks: int, channels: int, seed: int, force: bool,
+                 as_json: bool) -> None:
+    """Write a randomly initialised network (weights and architecture) to OUTPUT."""
+    from bookgen.network import init_model
+
+    info = init_model(output, blocks=blocks, channels=channels, seed=seed, force=force)
+    click.echo(json.dumps(info, indent=2) if as_json else
+               f"{output}: {blocks} blocks x {channels} channels, "
+               f"{info['parameters']:,} parameters (seed {seed})")
+
+
+@model_group.command("export-onnx")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The ONNX file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ONNX model's info as JSON.")
+@reports_errors
+def export_onnx_command(model: str, output: str, as_json: bool) -> None:
+    """Export MODEL (.pt) to ONNX in dlshogi's layout.
+
+    Inputs input1 (N x 62 x 9 x 9) and input2 (N x 57 x 9 x 9); outputs
+    output_policy (N x 2187 logits) and output_value (N x 1, win probability
+    of the side to move, sigmoid applied); N is dynamic.
+    """
+    from bookgen.network import export_onnx
+
+    info = export_onnx(model, output)
+    click.echo(json.dumps(info, indent=2) if as_json else
+               f"{output}: ONNX opset {info['opset']}, {info['blocks']} blocks x "
+               f"{info['channels']} channels, inputs {', '.join(info['inputs'])}, "
+               f"outputs {', '.join(info['outputs'])}")
+
+
+@model_group.command("info")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@reports_errors
+def info_command(model: str, as_json: bool) -> None:
+    """Blocks, channels, parameter count and tensors of MODEL (.pt or .onnx)."""
+    from bookgen.network import model_info
+
+    info = model_info(model)
+    click.echo(json.dumps(info, indent=2) if as_json else format_info(info))
