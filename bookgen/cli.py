@@ -197,7 +197,8 @@ def merge_command(books: tuple[str, ...], output: str, as_json: bool) -> None:
 
 def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | None,
                        byoyomi: int | None, movetime: int | None, multipv: int | None,
-                       depth: int | None, batch_size: int | None) -> dict[str, Any]:
+                       depth: int | None, batch_size: int | None,
+                       engine_timeout: float | None = None) -> dict[str, Any]:
     """Constructor options of the evaluator kind named by ``spec``."""
     kind = spec.partition(":")[0]
     options: dict[str, Any] = {}
@@ -206,12 +207,13 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 
         options["options"] = parse_options(list(engine_options))
         for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
-                            ("multipv", multipv), ("depth", depth)):
+                            ("multipv", multipv), ("depth", depth),
+                            ("timeout", engine_timeout)):
             if value is not None:
                 options[name] = value
-    elif engine_options or nodes or byoyomi or movetime or multipv:
-        raise BookgenError("--engine-option, --nodes, --byoyomi, --movetime and --multipv "
-                           "apply to usi: evaluators only")
+    elif engine_options or nodes or byoyomi or movetime or multipv or engine_timeout:
+        raise BookgenError("--engine-option, --nodes, --byoyomi, --movetime, --multipv and "
+                           "--engine-timeout apply to usi: evaluators only")
     if kind == "builtin" and depth is not None:
         options["depth"] = depth
     if kind in ("torch", "onnx") and batch_size is not None:
@@ -268,6 +270,9 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 @click.option("--movetime", type=click.IntRange(1), help="usi: go movetime MS.")
 @click.option("--multipv", type=click.IntRange(1), help="usi: MultiPV lines to start with.")
 @click.option("--depth", type=click.IntRange(1), help="builtin / usi: search depth.")
+@click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
+              help="usi: seconds to wait for a search before restarting the engine "
+                   "(default: the time limit plus a margin; 600 for node or depth limits).")
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
               help="Evaluator processes expanding different positions at once.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -279,8 +284,8 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                  eval_threshold: int, temperature: float, draw_value_black: int,
                  draw_value_white: int, visit_threshold: float, cutoff: float, min_visits: int,
                  engine_options: tuple[str, ...], nodes: int | None, byoyomi: int | None,
-                 movetime: int | None, multipv: int | None, depth: int | None, workers: int,
-                 seed: int, as_json: bool) -> None:
+                 movetime: int | None, multipv: int | None, depth: int | None,
+                 engine_timeout: float | None, workers: int, seed: int, as_json: bool) -> None:
     """Grow the book: walk it, expand the next position worth thinking about
     with the evaluator, keep the good moves and their values.
 
@@ -291,7 +296,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     from bookgen.grow import grow
 
     options = _evaluator_options(evaluator, engine_options, nodes, byoyomi, movetime, multipv,
-                                 depth, batch_size)
+                                 depth, batch_size, engine_timeout)
     summary = grow(book, evaluator=evaluator, evaluator_options=options, strategy=strategy,
                    playouts=playouts, batch_size=batch_size or 1, trials=trials,
                    positions=positions, seconds=seconds, color=color, roots=roots,

@@ -246,3 +246,91 @@ def test_two_workers_grow_distinct_positions(tmp_path):
     assert summary.status == "done" and summary.expansions == 10
     assert summary_expansions(book) == 10
     check_grown_book(book)
+
+
+# ---------------------------------------------------------------- real evaluators
+
+FAIRY = "/usr/games/fairy-stockfish"
+GPSUSI = "/usr/games/gpsusi"
+FAKES = Path(__file__).resolve().parent / "fake_engines"
+
+
+def fake_engine(script: str, *args: object) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(str(p)) for p in (PYTHON, FAKES / script, *args))
+
+
+def test_grow_with_fairy_stockfish_multipv(tmp_path):
+    book = tmp_path / "book.sqlite"
+    summary = grow(book, evaluator=f"usi:{FAIRY}",
+                   evaluator_options={"nodes": 5000, "multipv": 3, "multipv_margin": 300},
+                   positions=4, seed=0, progress=False)
+    assert summary.status == "done" and summary.expansions == 4
+    counts = check_grown_book(book)
+    positions, moves = book_rows(book)
+    # MultiPV with a wide margin keeps several lines at the root.
+    start_id = next(pid for pid, row in positions.items() if row[0] == START)
+    assert len([m for m in moves if m[0] == start_id]) >= 1
+    assert counts["expanded"] == 4
+
+
+def test_grow_with_gpsusi_without_multipv(tmp_path):
+    book = tmp_path / "book.sqlite"
+    summary = grow(book, evaluator=f"usi:{GPSUSI}",
+                   evaluator_options={"options": {"BookDepth": "0"}, "byoyomi": 1000},
+                   positions=2, seed=0, progress=False)
+    assert summary.expansions == 2
+    check_grown_book(book)
+    _positions, moves = book_rows(book)
+    per_position: dict[int, int] = {}
+    for row in moves:
+        per_position[row[0]] = per_position.get(row[0], 0) + 1
+    assert set(per_position.values()) == {1}, "gpsusi has no MultiPV: one move each"
+
+
+def test_grow_with_torch_and_onnx_models(tmp_path):
+    model = tmp_path / "m.pt"
+    assert run_cli("model", "init", "-o", model, "--blocks", "1", "--channels", "8").exit_code == 0
+    onnx = tmp_path / "m.onnx"
+    assert run_cli("model", "export-onnx", model, "-o", onnx).exit_code == 0
+    book = tmp_path / "book.sqlite"
+    grow(book, evaluator=f"torch:{model}", playouts=32, batch_size=8, positions=4,
+         progress=False)
+    grow(book, evaluator=f"onnx:{onnx}", playouts=32, batch_size=8, positions=4, progress=False)
+    assert summary_expansions(book) == 8
+    check_grown_book(book)
+
+
+def test_engine_crashing_once_is_restarted(tmp_path):
+    book = tmp_path / "book.sqlite"
+    engine = fake_engine("crash_engine.py", "--multipv", "--once-file", tmp_path / "crashed")
+    summary = grow(book, evaluator=f"usi:{engine}", evaluator_options={"nodes": 100},
+                   positions=3, progress=False)
+    assert (tmp_path / "crashed").exists(), "the engine did crash"
+    assert summary.status == "done" and summary.expansions == 3
+    check_grown_book(book)
+
+
+@pytest.mark.parametrize("script,args", [
+    ("crash_engine.py", ["--multipv"]),          # crashes on every 2nd go
+    ("garbage_engine.py", []),                   # garbage and an illegal bestmove
+    ("hang_engine.py", []),                      # never answers go
+])
+def test_broken_engine_stops_with_a_clear_error(tmp_path, script, args):
+    book = tmp_path / "book.sqlite"
+    grow(book, positions=3, playouts=20, progress=False)  # something to keep
+    before = summary_expansions(book)
+    engine = fake_engine(script, *args)
+    result = run_cli("grow", "-b", book, "--evaluator", f"usi:{engine}", "--nodes", "100",
+                     "--engine-timeout", "2", "--positions", "5", expect=2)
+    assert result.stderr.startswith("bookgen: error: evaluator usi:"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+    assert integrity_ok(book)
+    check_grown_book(book)
+    assert summary_expansions(book) >= before
+    conn = sqlite3.connect(book)
+    statuses = [r[0] for r in conn.execute("SELECT status FROM runs ORDER BY id")]
+    conn.close()
+    assert statuses[-1] == "failed" or len(statuses) == 1  # refused before a run started
