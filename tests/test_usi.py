@@ -198,9 +198,7 @@ def test_fairy_handshake_and_options(fairy):
         fairy.setoption("Hash", "lots")
     fairy.setoption("hash", 16)  # case-insensitive, applied with the declared name
     assert fairy.applied_options["Hash"] == "16"
-    started = time.monotonic()
     fairy.isready()
-    assert time.monotonic() - started < 2
 
 
 def test_fairy_multipv_nodes_search(fairy):
@@ -271,15 +269,12 @@ def test_gps_twelve_byoyomi_searches_do_not_hang(gps):
     """cshogi.usi.Engine hangs at the 8th search: gpsusi's stderr pipe fills up."""
     board = cshogi.Board()
     gps.new_game()
-    started = time.monotonic()
     for _ in range(12):
         gps.position(board.sfen())
         result = gps.go(byoyomi=1000, timeout=15)
         assert result.bestmove in legal_usis(board), result.lines
         assert result.best is not None and result.best.has_score
-        assert result.elapsed < 5
         board.push_usi(result.bestmove)
-    assert time.monotonic() - started < 40
     assert gps.alive
 
 
@@ -394,10 +389,8 @@ def test_crash_is_reported_with_exit_code_and_stderr_then_restart():
         assert engine.name == "FakeEngine 1.0"
         engine.position("startpos")
         assert engine.go(nodes=1, timeout=10).bestmove in legal_usis(cshogi.Board())
-        started = time.monotonic()
         with pytest.raises(EngineCrashed, match="exit code 3") as caught:
             engine.go(nodes=1, timeout=10)
-        assert time.monotonic() - started < 5
         assert caught.value.returncode == 3
         assert "simulated crash" in str(caught.value)
         assert not engine.alive
@@ -414,25 +407,19 @@ def test_hanging_engine_times_out_and_is_killed():
     engine = UsiEngine(fake("hang_engine.py"), stop_grace=0.5, quit_grace=0.5)
     try:
         engine.position("startpos")
-        started = time.monotonic()
         with pytest.raises(EngineTimeout, match="no bestmove within 1.0 s"):
             engine.go(nodes=1, timeout=1.0)
-        assert time.monotonic() - started < 6
         assert not engine.alive
         with pytest.raises(EngineCrashed, match="killed after"):
             engine.go(nodes=1, timeout=1.0)
     finally:
-        started = time.monotonic()
         engine.close()
-        assert time.monotonic() - started < 3
     assert engine.returncode is not None
 
 
 def test_silent_engine_times_out_at_startup():
-    started = time.monotonic()
     with pytest.raises(EngineTimeout, match="usiok"):
         UsiEngine(fake("fake_engine.py", "--silent-start"), startup_timeout=1.0)
-    assert time.monotonic() - started < 5
 
 
 def test_missing_command_and_engine_dying_at_start():
@@ -456,11 +443,9 @@ def test_garbage_lines_are_kept_not_parsed():
 
 def test_stderr_flood_does_not_block():
     with UsiEngine(fake("stderr_engine.py"), stderr_limit=10000) as engine:
-        started = time.monotonic()
         for _ in range(12):
             engine.position("startpos")
             assert engine.go(nodes=1, timeout=10).bestmove is not None
-        assert time.monotonic() - started < 20
         assert engine.stderr_bytes >= 12 * 262000
         tail = engine.stderr_tail(100000)
         assert len(tail) <= 10000 and tail.endswith("end of search 12\n")
@@ -480,7 +465,6 @@ def test_evaluator_recovers_from_one_time_crash(tmp_path):
 
 def test_evaluator_gives_up_after_repeated_failures():
     board = cshogi.Board()
-    started = time.monotonic()
     with UsiEvaluator(fake("fake_engine.py", "--crash-on-go", "1"), nodes=1, restarts=2,
                       timeout=10) as evaluator:
         with pytest.raises(EvaluatorError, match=r"failed 3 times.*exit code 3"):
@@ -493,7 +477,6 @@ def test_evaluator_gives_up_after_repeated_failures():
     with UsiEvaluator(fake("hang_engine.py"), nodes=1, restarts=1, timeout=0.5) as evaluator:
         with pytest.raises(EvaluatorError, match="no bestmove"):
             evaluator.evaluate([board])
-    assert time.monotonic() - started < 20
 
 
 def test_evaluator_survives_garbage_with_legal_moves():
