@@ -6,7 +6,11 @@ for a fixed number of positions and prints positions/s, the share of wall
 time spent outside the evaluator (single worker: everything that is not
 ``evaluate()``), and the 2-worker speed-up.
 
-    python benchmarks/bench_grow.py [--positions 40] [--playouts 100] [--nodes 20000]
+    python benchmarks/bench_grow.py [--positions 400] [--engine-positions 80]
+                                    [--playouts 100] [--nodes 20000]
+
+With 2 workers the time outside the evaluator includes starting the worker
+processes (spawned, each loading its own evaluator).
 """
 
 from __future__ import annotations
@@ -36,21 +40,24 @@ def run(label: str, positions: int, workers: int, **kwargs: object) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--positions", type=int, default=40)
+    parser.add_argument("--positions", type=int, default=400,
+                        help="positions to expand with the built-in evaluator")
+    parser.add_argument("--engine-positions", type=int, default=80,
+                        help="positions to expand with Fairy-Stockfish")
     parser.add_argument("--playouts", type=int, default=100)
     parser.add_argument("--nodes", type=int, default=20000)
     args = parser.parse_args()
-    for label, kwargs in (
-        (f"builtin, {args.playouts} playouts", {"evaluator": "builtin",
-                                                  "playouts": args.playouts}),
-        (f"fairy-stockfish, {args.nodes} nodes", {
-            "evaluator": f"usi:{FAIRY}", "evaluator_options": {"nodes": args.nodes}}),
+    for label, positions, kwargs in (
+        (f"builtin, {args.playouts} playouts", args.positions,
+         {"evaluator": "builtin", "playouts": args.playouts}),
+        (f"fairy-stockfish, {args.nodes} nodes", args.engine_positions,
+         {"evaluator": f"usi:{FAIRY}", "evaluator_options": {"nodes": args.nodes}}),
     ):
         if "usi:" in str(kwargs["evaluator"]) and not Path(FAIRY).exists():
             print(f"{FAIRY} missing: skipped", file=sys.stderr)
             continue
-        one = run(label, args.positions, 1, **kwargs)
-        two = run(label, args.positions, 2, **kwargs)
+        one = run(label, positions, 1, **kwargs)
+        two = run(label, positions, 2, **kwargs)
         print(f"{'':<34} scaling 1 -> 2 workers: x{two / one:.2f}")
 
 

@@ -59,7 +59,7 @@ class _Node:
     # Plain lists, not numpy: nodes have a few dozen moves, where per-call
     # numpy overhead would dominate the selection.
     __slots__ = ("moves", "priors", "visits", "totals", "total_visits", "children", "value",
-                 "terminal")
+                 "terminal", "width")
 
     def __init__(self) -> None:
         self.moves: list[int] = []
@@ -70,14 +70,22 @@ class _Node:
         self.children: list[_Node | None] = []
         self.value = 0.5
         self.terminal = False
+        self.width = 0  # moves 0 .. width-1 (by falling prior) have been tried
 
     def expand(self, board: cshogi.Board, evaluation: Evaluation) -> None:
         self.value = evaluation.value
         if not evaluation.moves:
             self.terminal = True
             return
-        self.moves = [board.move_from_usi(usi) for usi in evaluation.moves]
-        self.priors = [float(p) for p in evaluation.priors]
+        moves = (evaluation.move_ints if evaluation.move_ints is not None
+                 else [board.move_from_usi(usi) for usi in evaluation.moves])
+        # Sorted by falling prior: all untried moves share the first-play value,
+        # so only the untried one with the highest prior can be selected, and
+        # the tried moves always form a prefix (see Mcts._select).
+        priors = evaluation.priors
+        order = sorted(range(len(moves)), key=priors.__getitem__, reverse=True)
+        self.moves = [moves[i] for i in order]
+        self.priors = [priors[i] for i in order]
         self.visits = [0] * len(self.moves)
         self.totals = [0.0] * len(self.moves)
         self.children = [None] * len(self.moves)
@@ -93,9 +101,7 @@ def _terminal_value(board: cshogi.Board, settings: SearchSettings) -> float | No
         return 1.0
     if draw in (cshogi.REPETITION_LOSE, cshogi.REPETITION_INFERIOR):
         return 0.0
-    if board.is_game_over():
-        return 0.0
-    return None
+    return None  # no legal moves: the evaluator says so (value 0, no moves)
 
 
 class Mcts:
@@ -111,14 +117,19 @@ class Mcts:
         parent_visits = node.total_visits
         c = math.log((parent_visits + settings.c_base + 1) / settings.c_base) + settings.c_init
         scale = c * math.sqrt(max(parent_visits, 1))
-        first_play = node.value  # unvisited moves are worth the node's own value
+        width = node.width
+        priors, visits, totals = node.priors, node.visits, node.totals
         best_index, best_score = 0, -math.inf
-        for index, (prior, visits, total) in enumerate(zip(node.priors, node.visits,
-                                                           node.totals)):
-            q = total / visits if visits else first_play
-            score = q + scale * prior / (1 + visits)
+        for index in range(width):
+            n = visits[index]
+            q = totals[index] / n if n else node.value
+            score = q + scale * priors[index] / (1 + n)
             if score > best_score:
                 best_index, best_score = index, score
+        if width < len(priors):  # the best untried move: first-play value, top prior
+            if node.value + scale * priors[width] > best_score:
+                best_index = width
+                node.width = width + 1
         return best_index
 
     def search(self, board: cshogi.Board, root_evaluation: Evaluation | None = None

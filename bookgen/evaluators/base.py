@@ -29,7 +29,8 @@ class Evaluation:
     ``moves`` the win probability for the side to move after playing it, from
     the evaluator's own search. ``depth`` and ``nodes`` describe that search;
     ``mate`` is a mate distance in plies when one was found (positive: the
-    side to move mates).
+    side to move mates). ``move_ints`` optionally repeats ``moves`` as cshogi
+    move integers, which spares the tree search converting them back.
     """
 
     moves: list[str]
@@ -40,6 +41,7 @@ class Evaluation:
     nodes: int = 0
     mate: int | None = None
     pv: list[str] = field(default_factory=list)
+    move_ints: list[int] | None = None  # cshogi moves for ``moves``, when at hand
 
 
 class EvaluatorError(BookgenError):

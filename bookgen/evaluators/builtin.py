@@ -70,6 +70,7 @@ class BuiltinEvaluator(EvaluatorBase):
             nodes=r.nodes,
             mate=r.mate,
             pv=[cshogi.move_to_usi(m) for m in r.pv],
+            move_ints=list(r.moves),
         )
 
     def _priors(self, board: cshogi.Board, r: RootResult) -> list[float]:
