@@ -1,0 +1,1 @@
+"""``bookgen refine minimax`` (to be written)."""

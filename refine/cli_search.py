@@ -1,0 +1,1 @@
+"""``bookgen refine search`` and ``bookgen refine mistakes`` (to be written)."""
