@@ -44,6 +44,17 @@ def _interrupts_held() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _user_version(path: Path) -> int:
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0  # not a database: the normal open reports it
+
+
 def fault_point(name: str) -> None:
     """Kill the process here when BOOKGEN_FAULT names this point (crash tests)."""
     if os.environ.get("BOOKGEN_FAULT") == name:
@@ -55,7 +66,8 @@ class Book:
 
     ``Book(path)`` opens an existing book or creates a new one; with
     ``create=False`` a missing file is an error; ``readonly=True`` never writes
-    (and refuses books that need a migration).
+    the book's data (an older book is migrated first when the file is
+    writable, and refused when it is not).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
@@ -72,6 +84,9 @@ class Book:
         elif self.path.is_dir():
             raise BookgenError(f"{self.path}: is a directory, not a book")
         self._existed = self.path.exists()
+        if readonly and self._existed and os.access(self.path, os.W_OK) and \
+                0 < _user_version(self.path) < SCHEMA_VERSION:
+            Book(self.path, create=False).close()  # migrate first, then read
         try:
             self.conn = self._connect(readonly)
             self.conn.execute("PRAGMA busy_timeout = 10000")

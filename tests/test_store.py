@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -296,9 +297,13 @@ def test_migration_to_a_new_version_keeps_data(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "MIGRATIONS", schema.MIGRATIONS)
     monkeypatch.setattr(store, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
 
-    with pytest.raises(BookgenError, match="needs migration"):
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == book
+                        else real_access(path, mode))
+    with pytest.raises(BookgenError, match="needs migration"):  # a read-only file
         Book(book, create=False, readonly=True)
-    Book(book, create=False).close()
+    monkeypatch.setattr(os, "access", real_access)
+    Book(book, create=False, readonly=True).close()  # writable: migrated, then read
     conn = sqlite3.connect(book)
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
@@ -321,7 +326,8 @@ def test_failed_migration_leaves_the_book_as_it_was(tmp_path, monkeypatch):
     step = ["CREATE TABLE extra (id INTEGER PRIMARY KEY)", "THIS IS NOT SQL"]
     monkeypatch.setattr(store, "MIGRATIONS", schema.MIGRATIONS + [step])
     monkeypatch.setattr(store, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    with pytest.raises(BookgenError, match="migration to schema version 2 failed"):
+    with pytest.raises(BookgenError,
+                       match=f"migration to schema version {SCHEMA_VERSION + 1} failed"):
         Book(book, create=False)
     conn = sqlite3.connect(book)
     try:
