@@ -319,9 +319,11 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
 
 from bookgen.cli_model import model_group  # noqa: E402
 from refine.cli import refine_group  # noqa: E402
+from selfplay.cli import starts_command  # noqa: E402
 
 main.add_command(model_group)
 main.add_command(refine_group)
+main.add_command(starts_command)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,70 @@
+"""``bookgen starts``: the command-line side of :mod:`selfplay.starts`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from bookgen.errors import BookgenError
+from bookgen.store import DEFAULT_BOOK
+
+
+@click.command("starts")
+@click.option("-b", "--book", default=DEFAULT_BOOK, show_default=True,
+              type=click.Path(dir_okay=False), help="The SQLite book file.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The file to write.")
+@click.option("--format", "fmt", type=click.Choice(["usi", "sfen", "hcp", "psfen"]),
+              default="usi", show_default=True,
+              help="usi: 'startpos moves ...' along the shortest book path (else 'sfen ...'); "
+                   "sfen: 'sfen ...' lines; hcp: dlshogi roots.hcp records; psfen: "
+                   "YaneuraOu packed sfens.")
+@click.option("--from", "source", type=click.Choice(["all", "leaves", "principal", "mistakes"]),
+              default="all", show_default=True,
+              help="Book positions with moves; those whose moves all leave the book; those "
+                   "on the best lines of both sides from the initial position; those "
+                   "flagged by 'refine mistakes'.")
+@click.option("--min-ply", type=click.IntRange(0))
+@click.option("--max-ply", type=click.IntRange(0))
+@click.option("--max-value", type=click.IntRange(0),
+              help="Keep positions whose best value is within this many cp of 0.")
+@click.option("--side", type=click.Choice(["both", "black", "white"]), default="both",
+              show_default=True, help="Side to move of the kept positions.")
+@click.option("--min-count", type=click.IntRange(0),
+              help="Keep positions whose moves' counts add up to at least this.")
+@click.option("--count-percentile", type=click.FloatRange(0, 100),
+              help="Keep positions at or above this percentile of that count "
+                   "(dlshogi's csa_to_roots_hcp uses 99).")
+@click.option("--weight", type=click.Choice(["none", "visits"]), default="none",
+              show_default=True, help="visits: repeat positions in proportion to their "
+                                      "visits (the median gives one copy).")
+@click.option("--limit", type=click.IntRange(1), help="At most this many positions (sampled).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--values", type=click.Choice(["raw", "minimax"]), default="raw",
+              show_default=True, help="Which book values --max-value and --from principal use.")
+@click.option("--principal-margin", type=click.IntRange(0), default=0, show_default=True,
+              help="--from principal: also follow moves within this many cp of the best.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def starts_command(**kwargs: Any) -> None:
+    """Write self-play start positions chosen from the book (duplicates removed)."""
+    from selfplay.starts import make_starts
+
+    as_json = kwargs.pop("as_json")
+    output = kwargs.pop("output")
+    book = kwargs.pop("book")
+    try:
+        summary = make_starts(output, book, **kwargs)
+    except BookgenError as error:
+        click.echo(f"bookgen: error: {error}", err=True)
+        sys.exit(2)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    plies = ", ".join(f"{ply}: {n}" for ply, n in summary["by_ply"].items())
+    click.echo(f"{summary['file']}: {summary['written']} lines/records for "
+               f"{summary['positions']} positions ({summary['from_startpos']} reached from the "
+               f"initial position); values {summary['value_min']} .. {summary['value_max']}; "
+               f"by ply {{{plies}}}")

@@ -1,0 +1,159 @@
+"""bookgen starts: every written position decodes to a book position passing the filters."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import cshogi
+import numpy as np
+import pytest
+
+from bookgen.grow import grow
+from conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory) -> Path:
+    book = tmp_path_factory.mktemp("starts") / "book.sqlite"
+    grow(book, playouts=30, positions=25, seed=2, progress=False)
+    return book
+
+
+def book_positions(book: Path) -> dict[str, dict]:
+    """sfen -> ply, turn, best value, count sum, has-book-child, for positions with moves."""
+    conn = sqlite3.connect(book)
+    rows = conn.execute(
+        "SELECT p.sfen, p.ply, p.turn, max(m.value), sum(m.count), "
+        "sum(CASE WHEN m.child_id IN (SELECT position_id FROM moves) THEN 1 ELSE 0 END) "
+        "FROM positions p JOIN moves m ON m.position_id = p.id GROUP BY p.id").fetchall()
+    conn.close()
+    return {sfen: {"ply": ply, "turn": turn, "best": best, "count": count, "inner": inner > 0}
+            for sfen, ply, turn, best, count, inner in rows}
+
+
+def decode(path: Path, fmt: str) -> list[str]:
+    """Normalised sfens of the written positions, in file order."""
+    if fmt in ("usi", "sfen"):
+        sfens = []
+        for line in path.read_text().splitlines():
+            board = cshogi.Board()
+            if line.startswith("startpos"):
+                for move in line.split()[2:]:
+                    assert move in {cshogi.move_to_usi(m) for m in board.legal_moves}, line
+                    board.push_usi(move)
+            else:
+                assert line.startswith("sfen ")
+                board.set_sfen(line[5:])
+            sfens.append(board.sfen().rsplit(" ", 1)[0])
+        return sfens
+    dtype = cshogi.HuffmanCodedPos if fmt == "hcp" else cshogi.PackedSfen
+    records = np.fromfile(path, dtype=dtype)
+    sfens = []
+    for index in range(len(records)):
+        board = cshogi.Board()
+        if fmt == "hcp":
+            board.set_hcp(records[index:index + 1])
+        else:
+            board.set_psfen(records[index:index + 1])
+        sfens.append(board.sfen().rsplit(" ", 1)[0])
+    return sfens
+
+
+@pytest.mark.parametrize("fmt", ["usi", "sfen", "hcp", "psfen"])
+def test_every_format_decodes_to_book_positions(grown, tmp_path, fmt):
+    out = tmp_path / f"starts.{fmt}"
+    result = run_cli("starts", "-b", grown, "-o", out, "--format", fmt, "--json")
+    summary = json.loads(result.stdout)
+    book = book_positions(grown)
+    sfens = decode(out, fmt)
+    assert sorted(sfens) == sorted(book), "exactly the book positions, no duplicates"
+    assert summary["written"] == len(sfens) == summary["positions"]
+
+
+def test_usi_lines_follow_book_moves_from_the_start(grown, tmp_path):
+    out = tmp_path / "starts.txt"
+    run_cli("starts", "-b", grown, "-o", out)
+    conn = sqlite3.connect(grown)
+    book_moves = {(sfen, move) for sfen, move in conn.execute(
+        "SELECT p.sfen, m.move FROM moves m JOIN positions p ON p.id = m.position_id")}
+    conn.close()
+    lines = out.read_text().splitlines()
+    assert all(line.startswith("startpos") for line in lines), "grown books reach every position"
+    for line in lines:
+        board = cshogi.Board()
+        for move in line.split()[2:]:
+            assert (board.sfen().rsplit(" ", 1)[0], move) in book_moves, line
+            board.push_usi(move)
+
+
+def test_filters(grown, tmp_path):
+    book = book_positions(grown)
+    out = tmp_path / "f.sfen"
+    run_cli("starts", "-b", grown, "-o", out, "--format", "sfen", "--min-ply", "3",
+            "--max-ply", "4", "--max-value", "20", "--side", "white")
+    sfens = decode(out, "sfen")
+    expected = {s for s, p in book.items() if 3 <= p["ply"] <= 4 and abs(p["best"]) <= 20
+                and p["turn"] == cshogi.WHITE}
+    assert set(sfens) == expected and len(sfens) == len(expected)
+    run_cli("starts", "-b", grown, "-o", out, "--format", "sfen", "--from", "leaves")
+    assert set(decode(out, "sfen")) == {s for s, p in book.items() if not p["inner"]}
+    threshold = int(np.percentile([p["count"] for p in book.values()], 75))
+    run_cli("starts", "-b", grown, "-o", out, "--format", "sfen", "--count-percentile", "75")
+    assert set(decode(out, "sfen")) == {s for s, p in book.items() if p["count"] >= threshold}
+
+
+def test_principal_line_is_the_best_line_of_both_sides(grown, tmp_path):
+    out = tmp_path / "p.txt"
+    run_cli("starts", "-b", grown, "-o", out, "--from", "principal")
+    conn = sqlite3.connect(grown)
+    best = {}
+    for sfen, move, value in conn.execute(
+            "SELECT p.sfen, m.move, m.value FROM moves m JOIN positions p ON p.id = m.position_id"):
+        best.setdefault(sfen, []).append((value, move))
+    conn.close()
+    expected = set()
+    board = cshogi.Board()
+    frontier = [board.sfen()]
+    while frontier:  # independent walk: every move with the best value, both sides
+        sfen = frontier.pop()
+        key = sfen.rsplit(" ", 1)[0]
+        if key in expected or key not in best:
+            continue
+        expected.add(key)
+        top = max(v for v, _ in best[key])
+        for value, move in best[key]:
+            if value == top:
+                b = cshogi.Board(sfen)
+                b.push_usi(move)
+                frontier.append(b.sfen())
+    assert set(decode(out, "usi")) == expected
+
+
+def test_weighting_by_visits_and_limit(tmp_path, grown):
+    grown = Path(shutil.copy(grown, tmp_path / "copy.sqlite"))  # the fixture is shared
+    conn = sqlite3.connect(grown)
+    conn.execute("UPDATE positions SET visits = 300 WHERE id = (SELECT min(position_id) "
+                 "FROM moves)")
+    conn.commit()
+    conn.close()
+    out = tmp_path / "w.sfen"
+    run_cli("starts", "-b", grown, "-o", out, "--format", "sfen", "--weight", "visits")
+    sfens = decode(out, "sfen")
+    counts = {s: sfens.count(s) for s in set(sfens)}
+    assert max(counts.values()) > 1 and len(counts) == len(book_positions(grown))
+    run_cli("starts", "-b", grown, "-o", out, "--format", "sfen", "--limit", "5", "--seed", "1")
+    first = decode(out, "sfen")
+    run_cli("starts", "-b", grown, "-o", out, "--format", "sfen", "--limit", "5", "--seed", "1")
+    assert decode(out, "sfen") == first and len(set(first)) == 5
+
+
+def test_errors(grown, tmp_path):
+    result = run_cli("starts", "-b", tmp_path / "missing.sqlite", "-o", tmp_path / "x",
+                     expect=2)
+    assert "no such book" in result.stderr
+    result = run_cli("starts", "-b", grown, "-o", tmp_path / "x", "--min-count", "1",
+                     "--count-percentile", "5", expect=2)
+    assert "exclude each other" in result.stderr
