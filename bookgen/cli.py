@@ -199,8 +199,11 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
                        byoyomi: int | None, movetime: int | None, multipv: int | None,
                        depth: int | None, batch_size: int | None,
                        engine_timeout: float | None = None) -> dict[str, Any]:
-    """Constructor options of the evaluator kind named by ``spec``."""
+    """Constructor options of the evaluator kind named by ``spec`` (for
+    ``blend:BOOK:INNER``, of INNER: the blend passes them on)."""
     kind = spec.partition(":")[0]
+    if kind == "blend":
+        kind = spec.split(":", 2)[-1].partition(":")[0]
     options: dict[str, Any] = {}
     if kind == "usi":
         from bookgen.evaluators.usi import parse_options
@@ -224,7 +227,9 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 @main.command("grow")
 @book_option
 @click.option("--evaluator", default="builtin", show_default=True,
-              help="builtin, usi:COMMAND (any USI engine), torch:MODEL.pt or onnx:MODEL.onnx.")
+              help="builtin, usi:COMMAND (any USI engine), torch:MODEL.pt, onnx:MODEL.onnx, "
+                   "or blend:BOOK:INNER (BOOK's priors blended into INNER, dlshogi "
+                   "Use_Book_Policy).")
 @click.option("--strategy", type=click.Choice(["dlshogi", "book-mcts", "dropout"]),
               default="dlshogi", show_default=True,
               help="dlshogi: trial walks (own side plays the minimax best, opponent samples "

@@ -5,7 +5,8 @@
 - ``builtin``: material and piece-placement evaluation with a small
   alpha-beta + quiescence search on cshogi (needs nothing installed);
 - ``usi:COMMAND``: any USI engine through bookgen's own USI client;
-- ``torch:PATH`` / ``onnx:PATH``: a dlshogi-shaped residual network.
+- ``torch:PATH`` / ``onnx:PATH``: a dlshogi-shaped residual network;
+- ``blend:BOOK:INNER``: book priors blended into INNER (dlshogi Use_Book_Policy).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from bookgen.evaluators.base import Evaluation, Evaluator, EvaluatorBase, Evalua
 
 __all__ = ["Evaluation", "Evaluator", "EvaluatorBase", "EvaluatorError", "make_evaluator"]
 
-EVALUATOR_KINDS = ("builtin", "usi", "torch", "onnx")
+EVALUATOR_KINDS = ("builtin", "usi", "torch", "onnx", "blend")
 
 
 def make_evaluator(spec: str, **options: Any) -> Evaluator:
@@ -35,5 +36,9 @@ def make_evaluator(spec: str, **options: Any) -> Evaluator:
     if kind == "onnx" and argument:
         from bookgen.evaluators.network import OnnxEvaluator
         return OnnxEvaluator(argument, **options)
-    raise BookgenError(f"unknown evaluator {spec!r} (use builtin, usi:COMMAND, torch:PATH "
-                       "or onnx:PATH)")
+    if kind == "blend" and ":" in argument:
+        from bookgen.evaluators.blend import BlendEvaluator
+        book, _, inner = argument.partition(":")
+        return BlendEvaluator(book, inner, **options)
+    raise BookgenError(f"unknown evaluator {spec!r} (use builtin, usi:COMMAND, torch:PATH, "
+                       "onnx:PATH or blend:BOOK:INNER)")

@@ -1,0 +1,81 @@
+"""``blend:BOOK:INNER``: book priors blended into another evaluator's output.
+
+For a position in the book, dlshogi's ``Use_Book_Policy`` rule (default):
+``P' = (1 - w) * P_inner + w * count_m / sum(count)`` (moves without a book
+entry get nothing from the book term) and ``V' = (1 - w) * V_inner + w *
+sigmoid(best_value / 756)``, with ``w`` = 0.5. YaneuraOu's PolicyBook rule
+(``rule="yaneuraou"``): ``r = 0.7 + 0.1 * clamp(log10(total_count), 0, 3)``,
+``P' = (1 - r) * P_inner + r * count_m / total`` and the book's value replaces
+the inner value (``weight`` is not used). Positions outside the book pass
+through unchanged. The book path may not contain ':'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import cshogi
+
+from bookgen.errors import BookgenError
+from bookgen.evaluators.base import Evaluation, EvaluatorBase
+from bookgen.position import board_key
+from bookgen.store import Book
+from bookgen.values import EVAL_COEF, cp_to_value
+
+RULES = ("dlshogi", "yaneuraou")
+
+
+class BlendEvaluator(EvaluatorBase):
+    def __init__(self, book: str, inner: str, *, rule: str = "dlshogi", weight: float = 0.5,
+                 values: str = "raw", coef: float = EVAL_COEF, **inner_options: Any) -> None:
+        from bookgen.evaluators import make_evaluator
+
+        if rule not in RULES:
+            raise BookgenError(f"blend rule must be one of {', '.join(RULES)}, not {rule!r}")
+        if not 0.0 <= weight <= 1.0:
+            raise BookgenError(f"blend weight {weight} is not between 0 and 1")
+        self.spec = f"blend:{book}:{inner}"
+        self.rule, self.weight, self.coef = rule, weight, coef
+        self.value_column = ("coalesce(m.minimax_value, m.value)" if values == "minimax"
+                             else "m.value")
+        self.book = Book(book, create=False, readonly=True)
+        self.inner = make_evaluator(inner, **inner_options)
+
+    def close(self) -> None:
+        self.inner.close()
+        self.book.close()
+
+    def book_moves(self, board: cshogi.Board) -> list[tuple[str, int, int | None]]:
+        """(move, count, value) of the position's book moves; empty when not in the book."""
+        return self.book.conn.execute(
+            f"SELECT m.move, m.count, {self.value_column} FROM moves m "
+            "JOIN positions p ON p.id = m.position_id WHERE p.sfen = ?",
+            (board_key(board),)).fetchall()
+
+    def evaluate(self, boards: Sequence[cshogi.Board]) -> list[Evaluation]:
+        evaluations = self.inner.evaluate(boards)
+        return [self._blend(board, evaluation, self.book_moves(board))
+                for board, evaluation in zip(boards, evaluations)]
+
+    def _blend(self, board: cshogi.Board, evaluation: Evaluation,
+               entries: list[tuple[str, int, int | None]]) -> Evaluation:
+        total = sum(count for _move, count, _value in entries)
+        values = [value for _move, _count, value in entries if value is not None]
+        if not entries or total <= 0 or not evaluation.moves:
+            return evaluation
+        share = {move: count / total for move, count, _value in entries}
+        book_value = cp_to_value(max(values), self.coef) if values else evaluation.value
+        if self.rule == "dlshogi":
+            r = self.weight
+            value = (1 - r) * evaluation.value + r * book_value
+        else:
+            r = 0.7 + 0.1 * min(max(math.log10(total), 0.0), 3.0)
+            value = book_value
+        priors = [(1 - r) * prior + r * share.get(move, 0.0)
+                  for move, prior in zip(evaluation.moves, evaluation.priors)]
+        norm = sum(priors) or 1.0  # book moves missing from the inner list lose their share
+        return Evaluation(evaluation.moves, [p / norm for p in priors], value,
+                          evaluation.move_values, evaluation.depth, evaluation.nodes,
+                          evaluation.mate, evaluation.pv, evaluation.move_ints)
