@@ -8,40 +8,19 @@ exit code 2; Ctrl-C exits with 130 after the command has cleaned up.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from bookgen import __version__
+from bookgen.cli_support import reports_errors
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
 from bookgen.store import DEFAULT_BOOK
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 book_option = click.option(
     "-b", "--book", default=DEFAULT_BOOK, show_default=True,
     type=click.Path(dir_okay=False), help="The SQLite book file.")
-
-
-def reports_errors(function: F) -> F:
-    """Turn library errors into a one-line message and exit code 2."""
-
-    @wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except BookgenError as error:
-            click.echo(f"bookgen: error: {error}", err=True)
-            sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("bookgen: interrupted", err=True)
-            sys.exit(130)
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

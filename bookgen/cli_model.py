@@ -7,35 +7,11 @@ Each command is a thin layer over :mod:`bookgen.network` (``init_model``,
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from bookgen.errors import BookgenError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-# Same behaviour as bookgen.cli.reports_errors, repeated here because
-# bookgen.cli imports this module to register the group (an import cycle).
-def reports_errors(function: F) -> F:
-    """Turn library errors into a one-line message and exit code 2."""
-
-    @wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except BookgenError as error:
-            click.echo(f"bookgen: error: {error}", err=True)
-            sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("bookgen: interrupted", err=True)
-            sys.exit(130)
-
-    return wrapper  # type: ignore[return-value]
+from bookgen.cli_support import reports_errors
 
 
 def format_info(info: dict[str, Any]) -> str:

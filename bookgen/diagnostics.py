@@ -44,7 +44,7 @@ class Diagnostics:
             if len(self.problems) <= self.print_limit:
                 print(f"bookgen: {problem}", file=self.stream)
             elif len(self.problems) == self.print_limit + 1:
-                print(f"bookgen: more problems follow; only their count is reported",
+                print("bookgen: more problems follow; only their count is reported",
                       file=self.stream)
 
     def __len__(self) -> int:

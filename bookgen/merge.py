@@ -39,7 +39,7 @@ def merge_books(out: str | Path, sources: Sequence[str | Path]) -> dict[str, Any
         for number, source in enumerate(sources):
             _attach(store, source, f"src{number}")
         totals = {"positions_added": 0, "moves_added": 0, "moves_updated": 0}
-        with store.transaction() as conn:
+        with store.transaction():
             run_id = store.begin_run("merge", {"sources": [str(s) for s in sources]})
             for number in range(len(sources)):
                 added = _merge_one(store, f"src{number}", run_id)

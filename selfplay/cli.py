@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 
-from bookgen.errors import BookgenError
+from bookgen.cli_support import reports_errors
 from bookgen.store import DEFAULT_BOOK
 
 
@@ -48,6 +47,7 @@ from bookgen.store import DEFAULT_BOOK
 @click.option("--principal-margin", type=click.IntRange(0), default=0, show_default=True,
               help="--from principal: also follow moves within this many cp of the best.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@reports_errors
 def starts_command(**kwargs: Any) -> None:
     """Write self-play start positions chosen from the book (duplicates removed)."""
     from selfplay.starts import make_starts
@@ -55,11 +55,7 @@ def starts_command(**kwargs: Any) -> None:
     as_json = kwargs.pop("as_json")
     output = kwargs.pop("output")
     book = kwargs.pop("book")
-    try:
-        summary = make_starts(output, book, **kwargs)
-    except BookgenError as error:
-        click.echo(f"bookgen: error: {error}", err=True)
-        sys.exit(2)
+    summary = make_starts(output, book, **kwargs)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
