@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,7 @@ from bookgen.mcts import SearchSettings
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
+from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
 
@@ -58,38 +56,6 @@ class GrowSummary:
         result = asdict(self)
         result["positions_per_second"] = self.positions_per_second
         return result
-
-
-@contextmanager
-def _stop_on_interrupt() -> Iterator[threading.Event]:
-    """Ctrl-C sets an event instead of raising, so the current expansion finishes."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _mark_dead_runs(book: Book) -> None:
-    """Runs left 'running' by a process that no longer exists were killed."""
-    rows = book.conn.execute(
-        "SELECT id, json_extract(counts, '$.pid') FROM runs WHERE status = 'running'").fetchall()
-    for run_id, pid in rows:
-        alive = False
-        if pid:
-            try:
-                os.kill(int(pid), 0)
-                alive = True
-            except (OSError, ValueError):
-                alive = False
-        if not alive:
-            with book.transaction():
-                book.conn.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?",
-                                  (run_id,))
 
 
 def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
@@ -145,7 +111,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
 
     store = Book(book)
     try:
-        _mark_dead_runs(store)
+        mark_dead_runs(store)
         graph = BookGraph.load(store)
         with store.transaction():
             graph.link_children(store)
@@ -160,7 +126,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             raise BookgenError(f"evaluator {evaluator}: {error}") from None
         status = "failed"
         try:
-            with _stop_on_interrupt() as stop:
+            with stop_on_interrupt() as stop:
                 status = _run(store, graph, walker, backend, summary, stop, trials, positions,
                               seconds, progress)
         except EvaluatorError as error:
