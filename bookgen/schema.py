@@ -9,7 +9,7 @@ they are opened for writing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Version 1: the foundation. Columns that later stages fill (visits, priors,
 # child links, evaluator/minimax/engine values) exist from the start so that
@@ -95,9 +95,34 @@ _V1 = [
     """,
 ]
 
+# Version 2: evaluation mistakes found by ``refine mistakes`` (positions where
+# the book and an alpha-beta engine disagree), and an index to find the
+# analyses of a run (``refine search`` resumes by skipping them).
+_V2 = [
+    """
+    CREATE TABLE mistakes (
+        run_id          INTEGER NOT NULL REFERENCES runs(id),
+        iteration       INTEGER NOT NULL DEFAULT 0,
+        position_id     INTEGER NOT NULL REFERENCES positions(id),
+        analysis_run_id INTEGER NOT NULL REFERENCES runs(id),
+        kind            TEXT NOT NULL CHECK (kind IN ('diff', 'missed_mate')),
+        book_value      INTEGER NOT NULL,
+        engine_value    INTEGER NOT NULL,
+        difference      INTEGER NOT NULL,
+        book_move       TEXT,
+        engine_move     TEXT,
+        reason          TEXT NOT NULL,
+        created_at      TEXT NOT NULL,
+        PRIMARY KEY (run_id, iteration, position_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX mistakes_position ON mistakes(position_id)",
+    "CREATE INDEX analyses_run ON analyses(run_id)",
+]
+
 # MIGRATIONS[n] takes a book from version n to n + 1; MIGRATIONS[0] creates it.
-MIGRATIONS: list[list[str]] = [_V1]
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
-BOOK_TABLES = ("meta", "runs", "positions", "moves", "analyses")
+BOOK_TABLES = ("meta", "runs", "positions", "moves", "analyses", "mistakes")

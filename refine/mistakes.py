@@ -1,0 +1,424 @@
+"""``bookgen refine mistakes``: positions where the book and an alpha-beta engine disagree.
+
+The book's score ``s`` of a position is its ``minimax_value`` when ``refine
+minimax`` filled it, else the value of its best book move (``moves.minimax_value``
+when present, else ``moves.value``); the engine's score ``o`` is the latest
+analysis of the position by ``refine search`` with one analysis key (engine,
+options, limits). Both are centipawns for the side to move. dlshogi's
+``diff_eval`` rule flags the position when
+
+    ((s + thr) * o < 0 or (s - thr) * o < 0 or s * (o + opp) < 0 or s * (o - opp) < 0)
+    and (|o - s| >= diff or the engine announced a mate)
+
+``thr`` (``--threshold``, 150) widens the test on the book's score and ``opp``
+(``--opp-threshold``, default ``thr``; dlshogi calls the engine's score the
+"opponent" score) the test on the engine's: the first part holds unless both
+scores are clearly on the same side (``s >= thr and o >= opp``, or
+``s <= -thr and o <= -opp``). ``diff`` (``--diff``) defaults to 200 cp: two
+thirds of a minor piece, well above the noise between a fixed-node search and
+a book value, and a difference a network's training can feel. Such a position
+is a mistake of kind ``diff``. A mate the engine announced where the book does
+not hold a mate for the same side is a mistake of kind ``missed_mate``
+whatever the rule says.
+
+``--iterate`` follows dlshogi's ``iter_diff_eval``: for each newly flagged
+position it extends the book from the position after the engine's best move
+when the book was too pessimistic (``o > s``), else after the book's best
+move. An engine move that is not yet a book move is added to the position's
+moves first (value and ``eval_value`` the engine's score, depth the
+analysis's, count 1, child linked), so that what grows behind it reaches the
+position's value. Each position after such a move is the root of its own
+``grow`` run (``expand`` positions, no ``eval_threshold`` cut); then ``refine
+minimax`` runs when it is installed, the positions the grow runs expanded are
+searched with the same analysis key, and the mistakes are detected again. It
+stops when a round flags no position that an earlier round had not flagged,
+or after ``max_iterations`` extensions. Every round's mistakes are recorded
+with their round number (``iteration``); the last round's are the result.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cshogi
+
+from bookgen.errors import BookgenError
+from bookgen.grow import grow
+from bookgen.position import board_key, signed64
+from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
+from bookgen.store import DEFAULT_BOOK, Book, now
+from bookgen.values import MATE_VALUE
+from refine.search import BookIndex, EngineSettings, matching_runs, search
+
+__all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Mistake", "MistakesSummary", "classify",
+           "find_mistakes", "mistakes", "position_line"]
+
+DEFAULT_THRESHOLD = 150
+DEFAULT_DIFF = 200
+MATE_BOUND = MATE_VALUE - 1000   # scores beyond this are mates
+
+
+def classify(s: int, o: int, engine_mate: int | None, thr: int = DEFAULT_THRESHOLD,
+             opp: int | None = None, diff: int = DEFAULT_DIFF) -> str | None:
+    """``"missed_mate"``, ``"diff"`` or None for book score ``s`` and engine score ``o``."""
+    opp = thr if opp is None else opp
+    if engine_mate is not None:
+        book_mate_same_side = abs(s) >= MATE_BOUND and (s > 0) == (o > 0)
+        if not book_mate_same_side:
+            return "missed_mate"
+    disagree = ((s + thr) * o < 0 or (s - thr) * o < 0
+                or s * (o + opp) < 0 or s * (o - opp) < 0)
+    if disagree and (abs(o - s) >= diff or engine_mate is not None):
+        return "diff"
+    return None
+
+
+@dataclass
+class Mistake:
+    position_id: int
+    sfen: str
+    ply: int | None
+    kind: str
+    book_value: int
+    engine_value: int
+    difference: int            # engine - book, for the side to move
+    engine_mate: int | None
+    book_move: str | None
+    engine_move: str | None
+    analysis_run_id: int
+    reason: str
+    line: list[str] | None = None   # shortest book line from the initial position
+    engine_depth: int | None = None
+
+    @property
+    def extension_move(self) -> str | None:
+        """The move ``--iterate`` extends along: the engine's where the book was too
+        pessimistic, else the book's."""
+        if self.engine_value > self.book_value and self.engine_move:
+            return self.engine_move
+        return self.book_move or self.engine_move
+
+    def as_dict(self) -> dict[str, Any]:
+        result = asdict(self)
+        result["position"] = position_line(self)
+        return result
+
+
+def position_line(mistake: Mistake) -> str:
+    """``startpos moves ...`` along the shortest book line, else ``sfen SFEN PLY``."""
+    if mistake.line is not None:
+        return "startpos moves " + " ".join(mistake.line) if mistake.line else "startpos"
+    return f"sfen {mistake.sfen} {mistake.ply or 1}"
+
+
+def _reason(kind: str, s: int, o: int, mate: int | None, thr: int, opp: int, diff: int) -> str:
+    if kind == "missed_mate":
+        side = "the side to move mates" if (mate or 0) > 0 else "the side to move is mated"
+        return f"engine: mate in {abs(mate or 0)} ({side}); book {s:+d}"
+    return (f"book {s:+d} and engine {o:+d} are not both beyond +-{thr}/{opp} on one side; "
+            f"difference {abs(o - s)} >= {diff}" if abs(o - s) >= diff else
+            f"book {s:+d} and engine {o:+d} disagree and the engine sees a mate")
+
+
+def _analysis_key(book: Book, engine: str | None, analysis_run: int | None
+                  ) -> tuple[dict[str, Any], int]:
+    """The analysis key to compare with and the run it was taken from."""
+    if analysis_run is not None:
+        row = book.conn.execute("SELECT command, params FROM runs WHERE id = ?",
+                                (analysis_run,)).fetchone()
+        if row is None or row[0] != "refine search":
+            raise BookgenError(f"run {analysis_run} is not a refine search run")
+        return json.loads(row[1])["key"], analysis_run
+    query = ("SELECT r.id, r.params FROM runs r WHERE r.command = 'refine search' "
+             "AND EXISTS (SELECT 1 FROM analyses a WHERE a.run_id = r.id)")
+    args: tuple[Any, ...] = ()
+    if engine is not None:
+        query += " AND r.evaluator = ?"
+        args = (engine,)
+    row = book.conn.execute(query + " ORDER BY r.id DESC LIMIT 1", args).fetchone()
+    if row is None:
+        which = f" by {engine}" if engine else ""
+        raise BookgenError(f"{book.path}: no refine search analyses{which}; run "
+                           "'bookgen refine search' first")
+    return json.loads(row[1])["key"], row[0]
+
+
+_Analysis = tuple[int, int, int | None, str | None, int | None]
+
+
+def _latest_analyses(book: Book, runs: list[int]) -> dict[int, _Analysis]:
+    """position id -> (run id, score, mate, bestmove, depth) of its latest analysis
+    in ``runs``."""
+    latest: dict[int, _Analysis] = {}
+    for start in range(0, len(runs), 500):
+        chunk = runs[start:start + 500]
+        for pid, run_id, score, mate, bestmove, depth in book.conn.execute(
+                "SELECT position_id, run_id, score, mate, bestmove, depth FROM analyses "
+                f"WHERE run_id IN ({','.join('?' * len(chunk))}) AND score IS NOT NULL",
+                chunk):
+            if pid not in latest or run_id > latest[pid][0]:
+                latest[pid] = (run_id, score, mate, bestmove, depth)
+    return latest
+
+
+def _detect(book: Book, key: dict[str, Any], thr: int, opp: int, diff: int
+            ) -> tuple[list[Mistake], int]:
+    """Mistakes of the book against the analyses with ``key``; also how many
+    positions were compared."""
+    index = BookIndex.load(book)
+    analyses = _latest_analyses(book, matching_runs(book, key))
+    paths = index.paths_from_start()
+    found: list[Mistake] = []
+    compared = 0
+    for pid, (run_id, o, mate, bestmove, depth) in analyses.items():
+        s = index.book_score(pid)
+        if s is None:
+            continue
+        compared += 1
+        kind = classify(s, o, mate, thr, opp, diff)
+        if kind is None:
+            continue
+        best = index.best_edge(pid)
+        found.append(Mistake(pid, index.sfen[pid], index.ply[pid], kind, s, o, o - s, mate,
+                             best.move if best else None, bestmove, run_id,
+                             _reason(kind, s, o, mate, thr, opp, diff), paths.get(pid), depth))
+    found.sort(key=lambda m: (m.ply is None, m.ply or 0, -abs(m.difference), m.position_id))
+    return found, compared
+
+
+@dataclass
+class MistakesSummary:
+    book: str
+    run_id: int
+    status: str
+    engine: str
+    key: dict[str, Any]
+    threshold: int
+    opp_threshold: int
+    diff: int
+    compared: int = 0
+    mistakes: list[Mistake] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"book": self.book, "run_id": self.run_id, "status": self.status,
+                "engine": self.engine, "key": self.key, "threshold": self.threshold,
+                "opp_threshold": self.opp_threshold, "diff": self.diff,
+                "compared": self.compared, "rounds": self.rounds, "notes": self.notes,
+                "mistakes": [m.as_dict() for m in self.mistakes]}
+
+
+def find_mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
+                  analysis_run: int | None = None, threshold: int = DEFAULT_THRESHOLD,
+                  opp_threshold: int | None = None, diff: int = DEFAULT_DIFF) -> list[Mistake]:
+    """The mistakes of ``book``, without recording anything (read-only)."""
+    opp = threshold if opp_threshold is None else opp_threshold
+    with Book(book, create=False, readonly=True) as store:
+        key, _run = _analysis_key(store, engine, analysis_run)
+        return _detect(store, key, threshold, opp, diff)[0]
+
+
+def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
+             analysis_run: int | None = None, threshold: int = DEFAULT_THRESHOLD,
+             opp_threshold: int | None = None, diff: int = DEFAULT_DIFF, iterate: bool = False,
+             max_iterations: int = 3, evaluator: str = "builtin",
+             evaluator_options: dict[str, Any] | None = None, playouts: int = 200,
+             expand: int = 2, workers: int = 1, seed: int = 0,
+             progress: bool = True) -> MistakesSummary:
+    """Find (and with ``iterate`` work on) the book's evaluation mistakes; records
+    them in the ``mistakes`` table under a ``refine mistakes`` run. See the module
+    docstring and ``bookgen refine mistakes --help``."""
+    for name, value in (("--threshold", threshold), ("--diff", diff),
+                        ("--opp-threshold", opp_threshold)):
+        if value is not None and value < 0:
+            raise BookgenError(f"{name} must be 0 or more")
+    for name, value in (("--max-iterations", max_iterations), ("--expand", expand),
+                        ("--workers", workers), ("--playouts", playouts)):
+        if value < 1:
+            raise BookgenError(f"{name} must be at least 1")
+    opp = threshold if opp_threshold is None else opp_threshold
+    path = Path(book)
+    if not path.is_file():
+        raise BookgenError(f"{path}: no such book")
+    store = Book(path, create=False)
+    try:
+        mark_dead_runs(store)
+        key, key_run = _analysis_key(store, engine, analysis_run)
+        params = {"engine": engine, "analysis_run": key_run, "key": key,
+                  "threshold": threshold, "opp_threshold": opp, "diff": diff,
+                  "iterate": iterate, "max_iterations": max_iterations if iterate else None,
+                  "evaluator": evaluator if iterate else None,
+                  "evaluator_options": evaluator_options if iterate else None,
+                  "playouts": playouts if iterate else None, "expand": expand if iterate else None,
+                  "workers": workers, "seed": seed}
+        with store.transaction():
+            run_id = store.begin_run("refine mistakes", params, evaluator=key["engine"])
+            store.end_run(run_id, status="running", counts={"pid": os.getpid()})
+        summary = MistakesSummary(str(book), run_id, "running", key["engine"], key, threshold,
+                                  opp, diff)
+        status = "failed"
+        try:
+            with stop_on_interrupt() as stop:
+                status = _rounds(store, summary, stop, iterate, max_iterations, evaluator,
+                                 evaluator_options, playouts, expand, workers, seed, progress)
+        finally:
+            summary.status = status
+            with store.transaction():
+                store.end_run(run_id, status=status, counts=_counts(summary))
+        return summary
+    finally:
+        store.close()
+
+
+def _counts(summary: MistakesSummary) -> dict[str, Any]:
+    return {"pid": os.getpid(), "compared": summary.compared,
+            "mistakes": len(summary.mistakes), "rounds": summary.rounds, "notes": summary.notes}
+
+
+def _record(store: Book, summary: MistakesSummary, iteration: int,
+            found: list[Mistake]) -> None:
+    with store.transaction():
+        store.conn.executemany(
+            "INSERT INTO mistakes(run_id, iteration, position_id, analysis_run_id, kind, "
+            "book_value, engine_value, difference, book_move, engine_move, reason, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(summary.run_id, iteration, m.position_id, m.analysis_run_id, m.kind, m.book_value,
+              m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, now())
+             for m in found])
+        store.end_run(summary.run_id, status="running", counts=_counts(summary))
+
+
+def _rounds(store: Book, summary: MistakesSummary, stop: threading.Event, iterate: bool,
+            max_iterations: int, evaluator: str, evaluator_options: dict[str, Any] | None,
+            playouts: int, expand: int, workers: int, seed: int, progress: bool) -> str:
+    flagged_before: set[int] = set()
+    iteration = 0
+    while True:
+        found, summary.compared = _detect(store, summary.key, summary.threshold,
+                                          summary.opp_threshold, summary.diff)
+        new = [m for m in found if m.position_id not in flagged_before]
+        summary.mistakes = found
+        summary.rounds.append({"iteration": iteration, "mistakes": len(found), "new": len(new)})
+        _record(store, summary, iteration, found)
+        if not iterate or not new or iteration >= max_iterations:
+            return "done"
+        if stop.is_set():
+            return "interrupted"
+        iteration += 1
+        flagged_before.update(m.position_id for m in found)
+        status = _extend(store, summary, new, evaluator, evaluator_options, playouts,
+                         expand, workers, seed + iteration, progress)
+        if status != "done" or stop.is_set():
+            return status if status != "done" else "interrupted"
+
+
+def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator: str,
+            evaluator_options: dict[str, Any] | None, playouts: int, expand: int,
+            workers: int, seed: int, progress: bool) -> str:
+    """One ``iter_diff_eval`` step: grow from the positions after the chosen moves,
+    propagate, search what was added. Returns the status of the step."""
+    roots: dict[str, None] = {}
+    added_moves = 0
+    for mistake in new:
+        move = mistake.extension_move
+        if move is None:
+            continue
+        board = cshogi.Board(f"{mistake.sfen} {mistake.ply or 1}")
+        if not board.push_usi(move):
+            continue
+        roots[f"sfen {board.sfen()}"] = None
+        if move == mistake.engine_move:
+            added_moves += _add_engine_move(store, summary.run_id, mistake, board)
+    step = summary.rounds[-1]
+    step["roots"] = len(roots)
+    step["engine_moves_added"] = added_moves
+    if not roots:
+        return "done"
+    # One grow run per root: a single run with all the roots would pick them at
+    # random and could leave some mistakes without any extension.
+    grow_runs: list[int] = []
+    step["grow_runs"] = grow_runs
+    step["expanded"] = 0
+    handle, roots_file = tempfile.mkstemp(prefix="bookgen-mistakes-", suffix=".roots")
+    os.close(handle)
+    try:
+        for number, root in enumerate(roots):
+            Path(roots_file).write_text(root + "\n", encoding="utf-8")
+            grown = grow(store.path, evaluator=evaluator, evaluator_options=evaluator_options,
+                         roots=roots_file, positions=expand, playouts=playouts,
+                         eval_threshold=MATE_VALUE, seed=seed * 100_003 + number,
+                         progress=progress)
+            grow_runs.append(grown.run_id)
+            step["expanded"] += grown.expansions
+            if grown.status != "done":
+                return grown.status
+    finally:
+        os.unlink(roots_file)
+    _run_minimax(store, summary)
+    added = [row[0] for row in store.conn.execute(
+        f"SELECT id FROM positions WHERE expanded_run IN ({','.join('?' * len(grow_runs))})",
+        grow_runs)]
+    if not added:
+        return "done"
+    settings = EngineSettings.from_key(summary.key)
+    searched = search(store.path, engine=settings.spec, engine_options=settings.options,
+                      nodes=settings.nodes, byoyomi=settings.byoyomi, movetime=settings.movetime,
+                      depth=settings.depth, workers=workers, only=added, progress=progress)
+    step["search_run"] = searched.run_id
+    step["analysed"] = searched.analysed
+    return searched.status
+
+
+def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
+                     child_board: cshogi.Board) -> int:
+    """Make the engine's move a book move of the mistaken position (valued at the
+    engine's score, child linked), so that what grows behind it reaches the
+    position's value. Returns 1 if a move was added, 0 if it was a book move."""
+    conn = store.conn
+    if conn.execute("SELECT 1 FROM moves WHERE position_id = ? AND move = ?",
+                    (mistake.position_id, mistake.engine_move)).fetchone():
+        return 0
+    child_sfen = board_key(child_board)
+    ply = mistake.ply + 1 if mistake.ply is not None else None
+    with store.transaction():
+        row = conn.execute("SELECT id FROM positions WHERE sfen = ?", (child_sfen,)).fetchone()
+        if row is None:
+            child_id = conn.execute(
+                "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (child_sfen, signed64(child_board.zobrist_hash()), ply, child_board.turn,
+                 run_id)).lastrowid
+        else:
+            child_id = row[0]
+        conn.execute(
+            "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
+            "eval_value, run_id) VALUES (?, ?, NULL, ?, ?, 1, ?, ?, ?)",
+            (mistake.position_id, mistake.engine_move, mistake.engine_value,
+             mistake.engine_depth, child_id, mistake.engine_value, run_id))
+    return 1
+
+
+def _run_minimax(store: Book, summary: MistakesSummary) -> None:
+    """Propagate over the whole graph with ``refine minimax`` when it is installed."""
+    try:
+        from refine.minimax import refine_minimax  # type: ignore[import-not-found]
+    except ImportError:
+        note = "refine minimax is not available: values propagated by grow only"
+        if note not in summary.notes:
+            summary.notes.append(note)
+        return
+    kwargs: dict[str, Any] = {}
+    try:
+        if "progress" in inspect.signature(refine_minimax).parameters:
+            kwargs["progress"] = False
+    except (TypeError, ValueError):
+        pass
+    refine_minimax(str(store.path), **kwargs)
