@@ -1,0 +1,216 @@
+"""``bookgen selfplay`` and ``bookgen train``: the command-line side of
+:mod:`selfplay.games` and :mod:`selfplay.train`.
+
+Both commands import their library modules (and torch) only when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import click
+
+from bookgen.cli_support import reports_errors
+from bookgen.errors import BookgenError
+
+
+def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    from bookgen.evaluators.usi import parse_options
+
+    return parse_options(list(pairs))
+
+
+@click.command("selfplay")
+@click.option("--starts", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Start positions: 'startpos moves ...' / 'sfen ...' lines, or a .hcp file "
+                   "of cshogi HuffmanCodedPos records (dlshogi roots.hcp). Each game starts at "
+                   "one drawn uniformly at random.")
+@click.option("--games", required=True, type=click.IntRange(1), help="Games to play.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The hcpe file to write (cshogi HuffmanCodedPosAndEval records).")
+@click.option("--player", default="builtin", show_default=True,
+              help="Plays both sides unless --black/--white say otherwise: an evaluator "
+                   "(builtin, torch:MODEL.pt, onnx:MODEL.onnx, blend:BOOK:INNER) searched with "
+                   "MCTS, usi:COMMAND (a USI engine's own search), or alphabeta (the built-in "
+                   "alpha-beta search).")
+@click.option("--black", help="Player for black (same forms as --player).")
+@click.option("--white", help="Player for white (same forms as --player).")
+@click.option("--playouts", type=click.IntRange(1), default=100, show_default=True,
+              help="MCTS playouts per move.")
+@click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
+              help="Leaves evaluated together in MCTS (networks: also the model batch).")
+@click.option("--random-moves", type=click.IntRange(0), default=4, show_default=True,
+              help="MCTS players sample the first K plies of each game from visit counts "
+                   "(dlshogi --random).")
+@click.option("--temperature", type=click.FloatRange(0, min_open=True), default=1.0,
+              show_default=True, help="Sampling weight visits ** (1/T).")
+@click.option("--random-cutoff", type=click.FloatRange(0, 1), default=0.9, show_default=True,
+              help="Sample only moves whose win rate is at least this share of the most "
+                   "visited move's (dlshogi --random_cutoff).")
+@click.option("--csa", "csa_dir", type=click.Path(file_okay=False),
+              help="Also write each game as a CSA record in this directory.")
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
+              help="Processes playing games at once, each with its own evaluators/engines.")
+@click.option("--max-ply", type=click.IntRange(1), default=320, show_default=True,
+              help="A game reaching this many moves is a draw.")
+@click.option("--resign", type=click.IntRange(1),
+              help="Resign for a side whose own evaluation is at or below -CP ...")
+@click.option("--resign-moves", type=click.IntRange(1), default=3, show_default=True,
+              help="... on this many of its consecutive moves.")
+@click.option("--out-min", type=click.Path(dir_okay=False),
+              help="Write the roots of games shorter than --min-ply here as hcp records "
+                   "(dlshogi --out_min_hcp).")
+@click.option("--min-ply", type=click.IntRange(0), default=0, show_default=True,
+              help="Games shorter than this give no training records (dlshogi --min_move).")
+@click.option("--declaration-rule", type=click.Choice(["27", "24"]), default="27",
+              show_default=True, help="Entering-king declaration rule.")
+@click.option("--engine-option", "engine_options", multiple=True, metavar="NAME=VALUE",
+              help="setoption for every usi: player (repeatable), e.g. Threads=1.")
+@click.option("--black-option", "black_options", multiple=True, metavar="NAME=VALUE",
+              help="setoption for black's usi: player only, e.g. BookDepth=0 for gpsusi.")
+@click.option("--white-option", "white_options", multiple=True, metavar="NAME=VALUE",
+              help="setoption for white's usi: player only.")
+@click.option("--nodes", type=click.IntRange(1), help="usi: go nodes N.")
+@click.option("--byoyomi", type=click.IntRange(1),
+              help="usi: go byoyomi MS (the default, 1000, without any limit).")
+@click.option("--movetime", type=click.IntRange(1), help="usi: go movetime MS.")
+@click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
+              help="usi: seconds to wait for a move before restarting the engine.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Start positions and sampled moves depend only on the seed and the game "
+                   "number, not on --workers.")
+@click.option("--append", is_flag=True, help="Add to existing output files.")
+@click.option("--force", is_flag=True, help="Replace existing output files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@reports_errors
+def selfplay_command(starts: str, games: int, output: str, player: str, black: str | None,
+                     white: str | None, playouts: int, batch_size: int, random_moves: int,
+                     temperature: float, random_cutoff: float, csa_dir: str | None,
+                     workers: int, max_ply: int, resign: int | None, resign_moves: int,
+                     out_min: str | None, min_ply: int, declaration_rule: str,
+                     engine_options: tuple[str, ...], black_options: tuple[str, ...],
+                     white_options: tuple[str, ...], nodes: int | None, byoyomi: int | None,
+                     movetime: int | None, engine_timeout: float | None, seed: int,
+                     append: bool, force: bool, as_json: bool) -> None:
+    """Play games from start positions and write every position as dlshogi training data.
+
+    Each record holds the position, the mover's evaluation (cp, side to
+    move), its best move and the game's result (0 draw, 1 black win, 2 white
+    win). Games end by checkmate, fourfold repetition (perpetual check
+    loses), entering-king declaration, --max-ply, resignation or --resign.
+    Outputs are replaced in one step at the end; Ctrl-C stops after the
+    games in flight and keeps the finished ones.
+    """
+    from selfplay.games import selfplay
+
+    evaluator_options: dict[str, Any] = {}
+    if batch_size > 1 and any(s.startswith(("torch:", "onnx:"))
+                              for s in (player, black or "", white or "")):
+        evaluator_options["batch_size"] = batch_size
+    summary = selfplay(
+        starts, games, output, player=player, black=black, white=white, playouts=playouts,
+        batch_size=batch_size, random_moves=random_moves, temperature=temperature,
+        random_cutoff=random_cutoff, csa_dir=csa_dir, workers=workers, max_ply=max_ply,
+        resign=resign, resign_moves=resign_moves, out_min=out_min, min_ply=min_ply, seed=seed,
+        evaluator_options=evaluator_options, engine_options=_engine_options(engine_options),
+        black_engine_options=_engine_options(black_options),
+        white_engine_options=_engine_options(white_options), nodes=nodes, byoyomi=byoyomi,
+        movetime=movetime, engine_timeout=engine_timeout, declaration_rule=declaration_rule,
+        append=append, force=force)
+    if as_json:
+        click.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.reasons.items()))
+        short = f"; {summary.short_games} shorter than --min-ply" if min_ply else ""
+        click.echo(f"{output}: {summary.games} games, {summary.positions} positions in "
+                   f"{summary.seconds:.1f} s ({summary.positions_per_second:.1f}/s); black "
+                   f"{summary.black_wins}, white {summary.white_wins}, draws {summary.draws} "
+                   f"({reasons}); {summary.mean_plies:.1f} plies per game{short}"
+                   + ("; interrupted" if summary.interrupted else ""))
+
+
+@click.command("train")
+@click.argument("more_data", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--data", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="hcpe file(s) to train on: --data A.hcpe B.hcpe ... (or repeat --data).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The model file to write (.pt, loadable as torch:PATH).")
+@click.option("--init", type=click.Path(exists=True, dir_okay=False),
+              help="Start from this model (its architecture is kept).")
+@click.option("--epochs", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=256, show_default=True)
+@click.option("--lr", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True,
+              help="Learning rate.")
+@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd",
+              show_default=True, help="sgd: momentum 0.9, Nesterov (as dlshogi); adam.")
+@click.option("--weight-decay", type=click.FloatRange(0), default=1e-4, show_default=True)
+@click.option("--alpha", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Value target: alpha * game result + (1 - alpha) * sigmoid(eval / 756) "
+                   "(dlshogi's val_lambda 0.333 is alpha 0.667).")
+@click.option("--val-split", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+              show_default=True, help="Share of the records held out for validation.")
+@click.option("--eval-on", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="hcpe file(s) to report loss and accuracy on before and after training.")
+@click.option("--blocks", type=click.IntRange(1, 64),
+              help="Residual blocks of a new network (default 5).")
+@click.option("--channels", type=click.IntRange(1, 1024),
+              help="Channels of a new network (default 64).")
+@click.option("--threads", type=click.IntRange(1),
+              help="torch threads (default: all cores; 1 is faster when other CPU-heavy "
+                   "work shares the machine).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Initial weights, validation split and shuffling.")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@reports_errors
+def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str,
+                  init: str | None, epochs: int, batch_size: int, lr: float, optimizer: str,
+                  weight_decay: float, alpha: float, val_split: float,
+                  eval_on: tuple[str, ...], blocks: int | None, channels: int | None,
+                  threads: int | None, seed: int, force: bool, as_json: bool) -> None:
+    """Train the dlshogi-shaped network on hcpe records, on the CPU.
+
+    Policy: cross-entropy on the best move's label. Value: binary
+    cross-entropy against alpha * result + (1 - alpha) * sigmoid(eval / 756),
+    for the side to move. Reports loss and accuracy on a held-out split after
+    every epoch and on --eval-on files before and after. Ctrl-C stops after
+    the current batch and saves the model trained so far.
+    """
+    from selfplay.train import train
+
+    files = list(data) + list(more_data)
+    if not files:
+        raise BookgenError("no training data: give --data FILE.hcpe ...")
+
+    def log(line: str) -> None:
+        if not as_json:
+            click.echo(line, err=True)
+
+    summary = train(files, output, init=init, epochs=epochs, batch_size=batch_size, lr=lr,
+                    optimizer=optimizer, weight_decay=weight_decay, alpha=alpha,
+                    val_split=val_split, eval_on=eval_on, blocks=blocks, channels=channels,
+                    seed=seed, threads=threads, force=force, log=log)
+    if as_json:
+        click.echo(json.dumps(_no_nan(summary.as_dict()), indent=2))
+        return
+    initial, final = summary.initial_train, summary.final_train
+    assert initial is not None and final is not None
+    click.echo(f"{output}: {summary.blocks}x{summary.channels} network "
+               f"({summary.parameters:,} parameters), {summary.train_records} training / "
+               f"{summary.validation_records} validation records ({summary.skipped} skipped), "
+               f"{len(summary.epochs)} epochs, {summary.samples_per_second:.0f} samples/s; "
+               f"train loss {initial.loss:.4f} -> {final.loss:.4f}"
+               + ("; interrupted" if summary.interrupted else ""))
+
+
+def _no_nan(value: Any) -> Any:
+    """``value`` with NaN floats (metrics without data) as None, for strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value

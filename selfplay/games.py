@@ -1,0 +1,789 @@
+"""``bookgen selfplay``: games from start positions, written as dlshogi training data.
+
+Each game starts at a start position drawn uniformly at random from the
+starts file (dlshogi's self-play roots): ``startpos moves ...`` / ``sfen
+...`` lines, or a ``.hcp`` file of ``cshogi.HuffmanCodedPos`` records. A
+player is named by a spec:
+
+- an evaluator spec (``builtin``, ``torch:PATH``, ``onnx:PATH``,
+  ``blend:BOOK:INNER``): MCTS over that evaluator with ``playouts``
+  playouts. During the first ``random_moves`` plies of a game the move is
+  sampled with probability ``visits ** (1 / temperature)`` among the moves
+  whose win rate is at least ``random_cutoff`` times the most visited
+  move's (dlshogi's ``--random``, ``--random_temperature``,
+  ``--random_cutoff``); after that the most visited move is played. A
+  mate in one is always played, and a position that meets the declaration
+  rule is declared (dlshogi self-play does both);
+- ``usi:COMMAND``: a USI engine with its own search (``go nodes`` /
+  ``byoyomi`` / ``movetime``), through :class:`bookgen.usi.UsiEngine`;
+  ``bestmove resign`` and ``bestmove win`` are resignation and declaration;
+- ``alphabeta``: the built-in evaluator's own alpha-beta search
+  (:meth:`BuiltinEvaluator.best_move`, depth 4).
+
+Games end by :mod:`bookgen.rules` (checkmate, fourfold repetition,
+perpetual check, declaration, maximum ply, illegal moves, resignation and
+score adjudication).
+
+Training records (``cshogi.HuffmanCodedPosAndEval``, 38 bytes, dlshogi's
+hcpe): one per position where a player chose a move, in game order:
+``hcp`` the position; ``eval`` the player's value of it in centipawns for
+the side to move (MCTS: the most visited move's win rate converted with
+756; engines: their score, mates as +-30000 minus the distance; 0 when the
+engine gave none), clipped to +-30000; ``bestMove16`` the player's best
+move (the most visited move, also when a different move was sampled); and
+``gameResult`` the game's result, independent of the side to move
+(``DRAW`` 0, ``BLACK_WIN`` 1, ``WHITE_WIN`` 2): dlshogi's convention, where
+the trainer turns it into the side to move's target. Games shorter than
+``min_ply`` plies give no records and their roots go to ``out_min`` as hcp
+records (dlshogi ``--min_move`` and ``--out_min_hcp``).
+
+Outputs are written to temporary files next to their targets and renamed at
+the end, whole games at a time: an interrupted or failed run leaves the
+targets as they were or with complete games only. CSA records (one file per
+game, ``cshogi.CSA.Exporter``) carry each move's score as an ``'** N``
+comment from black's point of view, the convention dlshogi's
+``csa_to_hcpe.py`` reads back. Ctrl-C stops after the games in flight.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import cshogi
+import cshogi.CSA
+import numpy as np
+
+from bookgen.errors import BookgenError
+from bookgen.evaluators import EvaluatorError
+from bookgen.mcts import Mcts, SearchSettings
+from bookgen.progress import progress_bar
+from bookgen.roots import read_roots
+from bookgen.rules import GameState, Outcome, Result, csa_endgame
+from bookgen.runcontrol import stop_on_interrupt
+from bookgen.values import MATE_VALUE, value_to_cp
+
+__all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
+           "selfplay"]
+
+HCPE = cshogi.HuffmanCodedPosAndEval
+HCP = cshogi.HuffmanCodedPos
+ALPHABETA = "alphabeta"
+DEFAULT_BYOYOMI = 1000
+
+
+# --------------------------------------------------------------------------
+# start positions
+
+
+def read_starts(path: str | Path) -> np.ndarray:
+    """Start positions as an array of ``cshogi.HuffmanCodedPos`` records.
+
+    ``.hcp`` files are read as raw records (each must decode to a valid
+    position); anything else as ``startpos moves ...`` / ``sfen ...`` lines.
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".hcp":
+        boards = read_roots(path)
+        records = np.zeros(len(boards), HCP)
+        for i, board in enumerate(boards):
+            board.to_hcp(records[i]["hcp"])
+        return records
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise BookgenError(f"{path}: cannot read start positions ({error.strerror})") from None
+    if size == 0 or size % HCP.itemsize:
+        raise BookgenError(f"{path}: {size} bytes is not a whole number of "
+                           f"{HCP.itemsize}-byte hcp records")
+    records = np.fromfile(path, HCP)
+    board = cshogi.Board()
+    for i, record in enumerate(records):
+        if not _valid_hcp(board, record["hcp"]):
+            raise BookgenError(f"{path}: record {i} is not a valid position")
+    return records
+
+
+def _valid_hcp(board: cshogi.Board, hcp: np.ndarray) -> bool:
+    from bookgen.position import InvalidPosition, parse_sfen
+
+    try:
+        board.set_hcp(hcp)
+        # Decodable is not enough: the checked sfen parser catches impossible boards.
+        parse_sfen(board.sfen())
+    except (RuntimeError, InvalidPosition):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------
+# players
+
+
+@dataclass
+class Decision:
+    """What a player does in a position.
+
+    ``move`` is played; ``best`` is the training target (the most visited
+    move when ``move`` was sampled); ``score`` the player's value of the
+    position in cp for the side to move (None: unknown).
+    """
+
+    move: str | None = None
+    best: str | None = None
+    score: int | None = None
+    resign: bool = False
+    declare: bool = False
+
+
+class Player(Protocol):
+    name: str
+
+    def new_game(self) -> None: ...
+
+    def choose(self, game: GameState, rng: np.random.Generator) -> Decision: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class PlayerConfig:
+    """Everything needed to build a player in any process (picklable)."""
+
+    spec: str = "builtin"
+    playouts: int = 100
+    batch_size: int = 1
+    random_moves: int = 4
+    temperature: float = 1.0
+    random_cutoff: float = 0.9
+    evaluator_options: tuple[tuple[str, Any], ...] = ()
+    engine_options: tuple[tuple[str, str], ...] = ()
+    nodes: int | None = None
+    byoyomi: int | None = None
+    movetime: int | None = None
+    engine_timeout: float | None = None
+    restarts: int = 3
+
+    @property
+    def kind(self) -> str:
+        if self.spec.startswith("usi:"):
+            return "usi"
+        return ALPHABETA if self.spec == ALPHABETA else "mcts"
+
+    def build(self) -> Player:
+        if self.kind == "usi":
+            return UsiPlayer(self)
+        if self.kind == ALPHABETA:
+            return AlphaBetaPlayer()
+        return MctsPlayer(self)
+
+
+class MctsPlayer:
+    """MCTS over an evaluator, with dlshogi's random opening moves."""
+
+    def __init__(self, config: PlayerConfig) -> None:
+        from bookgen.evaluators import make_evaluator
+
+        self.config = config
+        self.evaluator = make_evaluator(config.spec, **dict(config.evaluator_options))
+        self.name = f"{config.spec} mcts {config.playouts}"
+        self.search = Mcts(self.evaluator, SearchSettings(playouts=config.playouts,
+                                                          batch_size=config.batch_size))
+        # Sampled moves need real visit counts, not an early stop's.
+        self.sampling_search = Mcts(self.evaluator, SearchSettings(
+            playouts=config.playouts, batch_size=config.batch_size, early_stop=False))
+
+    def new_game(self) -> None:
+        pass
+
+    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
+        board = game.board
+        if game.can_declare():
+            return Decision(declare=True, score=MATE_VALUE)
+        # cshogi's one-ply mate finder assumes the side to move is not in check.
+        mate = 0 if board.is_check() else board.mate_move_in_1ply()
+        if mate and game.legal_move(mate) is not None:
+            usi = cshogi.move_to_usi(mate)
+            return Decision(usi, usi, MATE_VALUE)
+        config = self.config
+        sampling = game.ply < config.random_moves
+        result = (self.sampling_search if sampling else self.search).search(board)
+        if not result.moves:  # the game loop never asks without legal moves
+            return Decision(resign=True, score=-MATE_VALUE)
+        best = result.moves[0]
+        move = best.move
+        if sampling:
+            floor = best.win_rate * config.random_cutoff
+            candidates = [s for s in result.moves
+                          if s.visits > 0 and s.win_rate >= floor] or [best]
+            weights = np.array([s.visits for s in candidates], dtype=np.float64)
+            weights **= 1.0 / config.temperature
+            move = candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))].move
+        return Decision(move, best.move, value_to_cp(best.win_rate))
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+class AlphaBetaPlayer:
+    """The built-in evaluator's alpha-beta search at playing depth."""
+
+    name = "builtin alphabeta"
+
+    def __init__(self) -> None:
+        from bookgen.evaluators.builtin import BuiltinEvaluator
+
+        self.evaluator = BuiltinEvaluator()
+
+    def new_game(self) -> None:
+        pass
+
+    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
+        if game.can_declare():
+            return Decision(declare=True, score=MATE_VALUE)
+        move, score, _pv = self.evaluator.best_move(game.board)
+        if move is None:
+            return Decision(resign=True, score=score)
+        return Decision(move, move, score)
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+class UsiPlayer:
+    """A USI engine playing with its own search; crashes and timeouts restart it."""
+
+    def __init__(self, config: PlayerConfig) -> None:
+        from bookgen.usi import UsiEngine, UsiError, UsiOptionError
+
+        self.config = config
+        command = config.spec[len("usi:"):]
+        self.command = command
+        limits = {"nodes": config.nodes, "byoyomi": config.byoyomi, "movetime": config.movetime}
+        if all(value is None for value in limits.values()):
+            limits["byoyomi"] = DEFAULT_BYOYOMI
+        self.limits = {k: v for k, v in limits.items() if v is not None}
+        try:
+            self.engine = UsiEngine(command, options=dict(config.engine_options))
+        except UsiOptionError as error:
+            raise EvaluatorError(f"USI engine {command!r}: {error}") from None
+        except UsiError as error:
+            raise EvaluatorError(f"cannot start USI engine {command!r}: {error}") from None
+        self.name = self.engine.name or command
+        if self.name.startswith("gpsshogi") and ("nodes" in self.limits
+                                                  or "movetime" in self.limits):
+            self.engine.close()
+            raise EvaluatorError(f"{self.name}: gpsusi aborts on 'go nodes' and 'go movetime'; "
+                                 "use byoyomi")
+
+    def new_game(self) -> None:
+        from bookgen.usi import UsiError
+
+        try:
+            self.engine.new_game()
+        except UsiError:
+            pass  # a dead engine is restarted by the next search
+
+    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
+        from bookgen.usi import UsiError
+
+        errors: list[str] = []
+        for attempt in range(self.config.restarts + 1):
+            try:
+                if attempt > 0 or not self.engine.alive:
+                    self.engine.restart()
+                    self.engine.new_game()
+                self.engine.position(game.usi_position())
+                result = self.engine.go(**self.limits, timeout=self.config.engine_timeout)
+                break
+            except UsiError as error:
+                errors.append(str(error))
+        else:
+            raise EvaluatorError(f"USI engine {self.name!r} failed {len(errors)} times "
+                                 f"(restarted up to {self.config.restarts} times); "
+                                 f"last error: {errors[-1]}")
+        info = result.best
+        score = info.score if info is not None and info.has_score else None
+        if result.win:
+            return Decision(declare=True, score=score)
+        if result.resign or result.bestmove is None:
+            return Decision(resign=True, score=score)
+        return Decision(result.bestmove, result.bestmove, score)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def build_players(black: PlayerConfig, white: PlayerConfig) -> dict[int, Player]:
+    """Players by colour; one instance when both sides use the same configuration."""
+    first = black.build()
+    if white == black:
+        return {cshogi.BLACK: first, cshogi.WHITE: first}
+    try:
+        second = white.build()
+    except BaseException:
+        first.close()
+        raise
+    return {cshogi.BLACK: first, cshogi.WHITE: second}
+
+
+def close_players(players: dict[int, Player]) -> None:
+    for player in {id(p): p for p in players.values()}.values():
+        try:
+            player.close()
+        except Exception:  # closing must not hide the error that ended the run
+            pass
+
+
+# --------------------------------------------------------------------------
+# one game
+
+
+@dataclass
+class GameSettings:
+    max_ply: int = 320
+    resign: int | None = None
+    resign_moves: int = 3
+    declaration_rule: str = "27"
+    seed: int = 0
+
+
+@dataclass
+class GameRecord:
+    """A finished game: where it started, its moves, its end and its training records."""
+
+    index: int
+    root_index: int
+    root_hcp: bytes
+    start_sfen: str
+    moves: list[str]
+    scores: list[int | None]      # each mover's score (side to move's view), per move
+    outcome: Outcome
+    records: np.ndarray           # hcpe, gameResult filled in
+    names: tuple[str, str]
+
+    @property
+    def plies(self) -> int:
+        return len(self.moves)
+
+
+def _clip(score: int | None) -> int:
+    if score is None:
+        return 0
+    return max(-MATE_VALUE, min(MATE_VALUE, int(score)))
+
+
+def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
+              settings: GameSettings) -> GameRecord:
+    """Play game number ``index``; its root and random choices depend only on seed and index."""
+    rng = np.random.default_rng([settings.seed, index])
+    root_index = int(rng.integers(len(starts)))
+    board = cshogi.Board()
+    board.set_hcp(starts[root_index]["hcp"])
+    game = GameState(board, max_ply=settings.max_ply, declaration_rule=settings.declaration_rule,
+                     resign=settings.resign, resign_moves=settings.resign_moves)
+    for player in {id(p): p for p in players.values()}.values():
+        player.new_game()
+    records = np.zeros(min(settings.max_ply, 1024), HCPE)
+    count = 0
+    scores: list[int | None] = []
+    while game.outcome is None:
+        decision = players[game.turn].choose(game, rng)
+        if decision.declare:
+            game.declare()
+            break
+        if decision.resign:
+            game.resign("resigned")
+            break
+        best = game.legal_move(decision.best) if decision.best else None
+        if best is not None:
+            if count == len(records):
+                records = np.concatenate([records, np.zeros(len(records), HCPE)])
+            game.board.to_hcp(records["hcp"][count])
+            records["eval"][count] = _clip(decision.score)
+            records["bestMove16"][count] = cshogi.move16(best)
+            count += 1
+        if game.adjudicate(decision.score) is not None:
+            break
+        scores.append(decision.score)
+        game.push(decision.move or "")
+    outcome = game.outcome
+    assert outcome is not None
+    records = records[:count].copy()
+    records["gameResult"] = int(outcome.result)
+    return GameRecord(index, root_index, starts[root_index]["hcp"].tobytes(), game.start_sfen,
+                      list(game.moves), scores[:len(game.moves)], outcome, records,
+                      (players[cshogi.BLACK].name, players[cshogi.WHITE].name))
+
+
+# --------------------------------------------------------------------------
+# CSA
+
+
+def write_csa(path: Path, game: GameRecord, comment: str = "") -> None:
+    """Write ``game`` as a CSA record (written to a temporary file, then renamed)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    board = cshogi.Board(game.start_sfen)
+    exporter = cshogi.CSA.Exporter(str(temporary))
+    try:
+        exporter.info(init_board=board, names=list(game.names), version="V2.2",
+                      comment=comment or None)
+        for usi, score in zip(game.moves, game.scores):
+            move = board.move_from_usi(usi)
+            note = None
+            if score is not None:
+                black_view = score if board.turn == cshogi.BLACK else -score
+                note = f"** {_clip(black_view)}"
+            exporter.move(move, comment=note)
+            board.push(move)
+        exporter.endgame(csa_endgame(game.outcome, board.turn))
+    finally:
+        exporter.close()
+    os.replace(temporary, path)
+
+
+# --------------------------------------------------------------------------
+# outputs
+
+
+class _AtomicFile:
+    """Binary output built in a temporary file next to ``path``, renamed by :meth:`commit`."""
+
+    def __init__(self, path: Path, append: bool) -> None:
+        self.path = path
+        self.temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            if append and path.exists():
+                shutil.copyfile(path, self.temporary)
+            self.handle = open(self.temporary, "ab")
+        except OSError as error:
+            self.temporary.unlink(missing_ok=True)
+            raise BookgenError(f"{path}: cannot write ({error.strerror or error})") from None
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(data)
+
+    def commit(self) -> None:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        os.replace(self.temporary, self.path)
+
+    def discard(self) -> None:
+        self.handle.close()
+        self.temporary.unlink(missing_ok=True)
+
+
+def _check_target(path: Path, force: bool, append: bool, what: str) -> None:
+    if path.is_dir():
+        raise BookgenError(f"{path}: is a directory")
+    if not path.parent.is_dir():
+        raise BookgenError(f"{path}: directory {path.parent} does not exist")
+    if path.exists() and not (force or append):
+        raise BookgenError(f"{path}: {what} already exists (use --append to add to it or "
+                           "--force to replace it)")
+
+
+# --------------------------------------------------------------------------
+# the run
+
+
+@dataclass
+class GameInfo:
+    index: int
+    root_index: int
+    plies: int
+    result: int
+    reason: str
+    records: int
+    csa: str | None = None
+
+
+@dataclass
+class SelfplaySummary:
+    output: str
+    games: int = 0
+    positions: int = 0
+    black_wins: int = 0
+    white_wins: int = 0
+    draws: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    short_games: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+    game_infos: list[GameInfo] = field(default_factory=list)
+
+    @property
+    def positions_per_second(self) -> float:
+        return self.positions / self.seconds if self.seconds else 0.0
+
+    @property
+    def mean_plies(self) -> float:
+        return (sum(g.plies for g in self.game_infos) / len(self.game_infos)
+                if self.game_infos else 0.0)
+
+    def as_dict(self, games: bool = False) -> dict[str, Any]:
+        data = {"output": self.output, "games": self.games, "positions": self.positions,
+                "black_wins": self.black_wins, "white_wins": self.white_wins,
+                "draws": self.draws, "reasons": dict(self.reasons),
+                "mean_plies": round(self.mean_plies, 2), "short_games": self.short_games,
+                "seconds": round(self.seconds, 3),
+                "positions_per_second": round(self.positions_per_second, 2),
+                "interrupted": self.interrupted}
+        if games:
+            data["game_list"] = [vars(g) for g in self.game_infos]
+        return data
+
+
+_worker_players: dict[int, Player] = {}
+_worker_starts: np.ndarray | None = None
+_worker_settings: GameSettings | None = None
+
+
+def _worker_init(black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
+                 settings: GameSettings) -> None:
+    global _worker_starts, _worker_settings
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    _worker_starts, _worker_settings = starts, settings
+    _worker_players.update(build_players(black, white))
+    atexit.register(close_players, _worker_players)
+
+
+def _worker_play(index: int) -> GameRecord:
+    assert _worker_starts is not None and _worker_settings is not None
+    return play_game(index, _worker_starts, _worker_players, _worker_settings)
+
+
+class _Runner(Protocol):
+    def capacity(self) -> int: ...
+    def submit(self, index: int) -> None: ...
+    def collect(self) -> list[GameRecord]: ...
+    def close(self) -> None: ...
+
+
+class _LocalRunner:
+    def __init__(self, black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
+                 settings: GameSettings) -> None:
+        self.players = build_players(black, white)
+        self.starts, self.settings = starts, settings
+        self.queue: list[int] = []
+
+    def capacity(self) -> int:
+        return 1
+
+    def submit(self, index: int) -> None:
+        self.queue.append(index)
+
+    def collect(self) -> list[GameRecord]:
+        return [play_game(self.queue.pop(0), self.starts, self.players, self.settings)]
+
+    def close(self) -> None:
+        close_players(self.players)
+
+
+class _ProcessRunner:
+    def __init__(self, black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
+                 settings: GameSettings, workers: int) -> None:
+        self.workers = workers
+        # spawn, not fork: engine reader threads and torch thread pools do not survive a fork.
+        self.executor = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+            initargs=(black, white, starts, settings))
+        self.futures: set[Future[GameRecord]] = set()
+
+    def capacity(self) -> int:
+        return self.workers
+
+    def submit(self, index: int) -> None:
+        self.futures.add(self.executor.submit(_worker_play, index))
+
+    def collect(self) -> list[GameRecord]:
+        done, self.futures = wait(self.futures, return_when=FIRST_COMPLETED)
+        return [future.result() for future in done]
+
+    def close(self) -> None:
+        for future in self.futures:
+            future.cancel()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str = "builtin",
+             black: str | None = None, white: str | None = None, playouts: int = 100,
+             batch_size: int = 1, random_moves: int = 4, temperature: float = 1.0,
+             random_cutoff: float = 0.9, csa_dir: str | Path | None = None, workers: int = 1,
+             max_ply: int = 320, resign: int | None = None, resign_moves: int = 3,
+             out_min: str | Path | None = None, min_ply: int = 0, seed: int = 0,
+             evaluator_options: dict[str, Any] | None = None,
+             engine_options: dict[str, str] | None = None,
+             black_engine_options: dict[str, str] | None = None,
+             white_engine_options: dict[str, str] | None = None,
+             nodes: int | None = None, byoyomi: int | None = None, movetime: int | None = None,
+             engine_timeout: float | None = None, declaration_rule: str = "27",
+             append: bool = False, force: bool = False, progress: bool = True) -> SelfplaySummary:
+    """Play ``games`` games from random start positions; write their records to ``output``.
+
+    ``player`` plays both sides unless ``black`` / ``white`` name another
+    player for that side (see the module docstring for player specs).
+    ``engine_options`` go to every USI player, ``black_engine_options`` /
+    ``white_engine_options`` to one side's only. ``evaluator_options`` go to
+    the evaluators of MCTS players. See ``bookgen selfplay --help``.
+    """
+    for name, value, low in (("--games", games, 1), ("--playouts", playouts, 1),
+                             ("--batch-size", batch_size, 1), ("--workers", workers, 1),
+                             ("--max-ply", max_ply, 1), ("--resign-moves", resign_moves, 1),
+                             ("--random-moves", random_moves, 0), ("--min-ply", min_ply, 0)):
+        if value < low:
+            raise BookgenError(f"{name} must be at least {low}")
+    if temperature <= 0:
+        raise BookgenError("--temperature must be positive")
+    if resign is not None and resign <= 0:
+        raise BookgenError("--resign must be a positive number of centipawns")
+    if out_min is not None and min_ply == 0:
+        raise BookgenError("--out-min needs --min-ply (games shorter than it are collected)")
+    if append and force:
+        raise BookgenError("--append and --force exclude each other")
+
+    output = Path(output)
+    _check_target(output, force, append, "output")
+    out_min_path = Path(out_min) if out_min is not None else None
+    if out_min_path is not None:
+        _check_target(out_min_path, force, append, "--out-min file")
+    csa_path = Path(csa_dir) if csa_dir is not None else None
+    if csa_path is not None:
+        try:
+            csa_path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
+    start_records = read_starts(starts)
+
+    def config(spec: str, side_options: dict[str, str] | None) -> PlayerConfig:
+        return PlayerConfig(
+            spec=spec, playouts=playouts, batch_size=batch_size, random_moves=random_moves,
+            temperature=temperature, random_cutoff=random_cutoff,
+            evaluator_options=tuple(sorted((evaluator_options or {}).items())),
+            engine_options=tuple({**(engine_options or {}), **(side_options or {})}.items()),
+            nodes=nodes, byoyomi=byoyomi, movetime=movetime, engine_timeout=engine_timeout)
+
+    options = dict(evaluator_options or {})
+    specs = (black or player, white or player)
+    if workers > 1 and any(s.startswith(("torch:", "onnx:")) for s in specs):
+        # Each worker runs its own model: share the cores instead of each taking all.
+        options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
+    evaluator_options = options
+    black_config = config(specs[0], black_engine_options)
+    white_config = config(specs[1], white_engine_options)
+    if not any(c.kind == "usi" for c in (black_config, white_config)) and (
+            engine_options or black_engine_options or white_engine_options or nodes
+            or byoyomi or movetime or engine_timeout):
+        raise BookgenError("engine options, --nodes, --byoyomi, --movetime and "
+                           "--engine-timeout apply to usi: players only")
+    settings = GameSettings(max_ply=max_ply, resign=resign, resign_moves=resign_moves,
+                            declaration_rule=declaration_rule, seed=seed)
+
+    summary = SelfplaySummary(str(output))
+    reasons: Counter[str] = Counter()
+    start = time.perf_counter()
+    try:
+        if workers == 1:
+            runner: _Runner = _LocalRunner(black_config, white_config, start_records, settings)
+        else:
+            # Fail on a bad player here, not as a broken pool in the workers.
+            close_players(build_players(black_config, white_config))
+            runner = _ProcessRunner(black_config, white_config, start_records, settings,
+                                    workers)
+    except EvaluatorError as error:
+        raise BookgenError(str(error)) from None
+    hcpe_file = _AtomicFile(output, append)
+    min_file = _AtomicFile(out_min_path, append) if out_min_path is not None else None
+    committed = False
+    failure: BookgenError | None = None
+    try:
+        with stop_on_interrupt() as stop, progress_bar(
+                total=games, unit="game", desc="selfplay",
+                disable=None if progress else True) as bar:
+            next_index = 0       # next game to start
+            next_write = 0       # games are written in index order
+            finished: dict[int, GameRecord] = {}
+            in_flight = 0
+            while True:
+                while (not stop.is_set() and next_index < games
+                       and in_flight < runner.capacity()):
+                    runner.submit(next_index)
+                    next_index += 1
+                    in_flight += 1
+                if in_flight == 0:
+                    break
+                try:
+                    done = runner.collect()
+                except BrokenProcessPool:
+                    failure = BookgenError("a self-play worker process died")
+                    break
+                except BookgenError as error:  # an engine that failed for good
+                    failure = BookgenError(str(error))
+                    break
+                for record in done:
+                    in_flight -= 1
+                    finished[record.index] = record
+                while next_write in finished:
+                    record = finished.pop(next_write)
+                    next_write += 1
+                    _write_game(record, summary, reasons, hcpe_file, min_file, csa_path,
+                                min_ply, seed)
+                    bar.update(1)
+                    bar.set_postfix(pos=summary.positions, b=summary.black_wins,
+                                    w=summary.white_wins, d=summary.draws, refresh=False)
+            summary.interrupted = stop.is_set() and summary.games < games
+        summary.seconds = time.perf_counter() - start
+        summary.reasons = dict(reasons)
+        hcpe_file.commit()
+        if min_file is not None:
+            min_file.commit()
+        committed = True
+    finally:
+        runner.close()
+        if not committed:
+            hcpe_file.discard()
+            if min_file is not None:
+                min_file.discard()
+    if failure is not None:
+        raise BookgenError(f"{failure} (the {summary.games} games finished before are in "
+                           f"{output})")
+    return summary
+
+
+def _write_game(record: GameRecord, summary: SelfplaySummary, reasons: Counter[str],
+                hcpe_file: _AtomicFile, min_file: _AtomicFile | None, csa_path: Path | None,
+                min_ply: int, seed: int) -> None:
+    short = record.plies < min_ply
+    written = 0 if short else len(record.records)
+    if not short:
+        hcpe_file.write(record.records.tobytes())
+    elif min_file is not None:
+        min_file.write(record.root_hcp)
+    csa_name = None
+    if csa_path is not None:
+        target = csa_path / f"selfplay-{seed}-{record.index:06d}.csa"
+        write_csa(target, record, comment=f"bookgen selfplay game {record.index} (seed {seed}, "
+                                          f"start {record.root_index}): {record.outcome}")
+        csa_name = str(target)
+    summary.games += 1
+    summary.positions += written
+    summary.short_games += short
+    result = record.outcome.result
+    summary.black_wins += result is Result.BLACK_WIN
+    summary.white_wins += result is Result.WHITE_WIN
+    summary.draws += result is Result.DRAW
+    reasons[str(record.outcome.reason)] += 1
+    summary.game_infos.append(GameInfo(record.index, record.root_index, record.plies,
+                                       int(result), str(record.outcome.reason), written,
+                                       csa_name))

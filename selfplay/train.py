@@ -1,0 +1,381 @@
+"""``bookgen train``: train the dlshogi-shaped network on hcpe records, on the CPU.
+
+Input files are raw ``cshogi.HuffmanCodedPosAndEval`` arrays (dlshogi's
+hcpe, as ``bookgen selfplay`` writes them). Each record gives:
+
+- the inputs: ``cshogi.dlshogi`` features of the position (:mod:`bookgen.network`);
+- the policy target: the label of ``bestMove16`` for the side to move
+  (``make_move_label``), trained with cross-entropy over all 2187 labels;
+- the value target, for the side to move: ``alpha * result + (1 - alpha) *
+  sigmoid(eval / 756)``, where ``result`` is 1 for a win, 0 for a loss and
+  0.5 for a draw (``gameResult`` is the game's result, the same for both
+  sides, so it is turned around for white to move), trained with binary
+  cross-entropy on the value logit. dlshogi's trainer adds two
+  cross-entropies instead, ``(1 - val_lambda) * BCE(result) + val_lambda *
+  BCE(sigmoid(eval / 756))`` with ``val_lambda`` 0.333 by default; as the
+  cross-entropy is linear in its target this is the same loss as our blended
+  target with ``alpha = 1 - val_lambda``. bookgen's default ``alpha`` 0.5
+  trusts the search values more than dlshogi's 0.667, because self-play
+  games from few playouts have noisy results.
+
+The loss is the sum of the two. Records that do not decode, whose best move
+is not legal, or whose ``gameResult`` is not 0, 1 or 2 are skipped and
+counted. A share ``val_split`` of the records (chosen with ``seed``) is held
+out; loss and accuracy (policy: the best move is the top label; value: the
+sign of the prediction agrees with a decisive result) are reported on it
+after every epoch, on the training records before and after training (a
+sample of at most ``TRAIN_METRICS_SAMPLE`` of them), and on ``eval_on``
+files before and after. The model is saved in :mod:`bookgen.network`'s
+format, loadable as ``torch:PATH``. Ctrl-C stops after the current batch
+and saves the model as trained so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cshogi
+import numpy as np
+import torch
+from cshogi import dlshogi
+from torch import nn
+from torch.nn import functional as F
+
+from bookgen.errors import BookgenError
+from bookgen.network import (DEFAULT_BLOCKS, DEFAULT_CHANNELS, FEATURES1_NUM, FEATURES2_NUM,
+                             PolicyValueNetwork, load_model, parameter_count, save_model)
+from bookgen.progress import progress_bar
+from bookgen.runcontrol import stop_on_interrupt
+from bookgen.values import EVAL_COEF
+
+__all__ = ["Dataset", "Metrics", "TrainSummary", "evaluate", "load_hcpe", "train"]
+
+HCPE = cshogi.HuffmanCodedPosAndEval
+TRAIN_METRICS_SAMPLE = 20_000
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass
+class Dataset:
+    """Decoded training records: positions and targets, one row per record."""
+
+    hcp: np.ndarray        # (n, 32) uint8
+    labels: np.ndarray     # (n,) int64 policy labels
+    results: np.ndarray    # (n,) float32 game result for the side to move: 1, 0.5, 0
+    values: np.ndarray     # (n,) float32 sigmoid(eval / coef)
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def targets(self, alpha: float) -> np.ndarray:
+        return (alpha * self.results + (1.0 - alpha) * self.values).astype(np.float32)
+
+
+def _read_hcpe(path: Path) -> np.ndarray:
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise BookgenError(f"{path}: cannot read ({error.strerror})") from None
+    if size % HCPE.itemsize:
+        raise BookgenError(f"{path}: {size} bytes is not a whole number of "
+                           f"{HCPE.itemsize}-byte hcpe records")
+    return np.fromfile(path, HCPE)
+
+
+def load_hcpe(paths: Sequence[str | Path], coef: float = EVAL_COEF) -> Dataset:
+    """Read and decode hcpe files; unusable records are skipped and counted."""
+    if not paths:
+        raise BookgenError("no training data files")
+    raw = np.concatenate([_read_hcpe(Path(p)) for p in paths])
+    board = cshogi.Board()
+    keep = np.zeros(len(raw), dtype=bool)
+    labels = np.zeros(len(raw), dtype=np.int64)
+    results = np.zeros(len(raw), dtype=np.float32)
+    hcp = raw["hcp"]
+    moves16 = raw["bestMove16"].astype(np.int64) & 0xFFFF
+    game_results = raw["gameResult"]
+    for i in range(len(raw)):
+        game_result = int(game_results[i])
+        if game_result not in (cshogi.DRAW, cshogi.BLACK_WIN, cshogi.WHITE_WIN):
+            continue
+        try:
+            board.set_hcp(hcp[i])
+        except RuntimeError:  # not a valid Huffman code
+            continue
+        move = board.move_from_move16(int(moves16[i]))
+        if not move or move not in board.legal_moves:
+            continue
+        turn = board.turn
+        keep[i] = True
+        labels[i] = dlshogi.make_move_label(move, turn)
+        if game_result == cshogi.DRAW:
+            results[i] = 0.5
+        else:
+            winner = cshogi.BLACK if game_result == cshogi.BLACK_WIN else cshogi.WHITE
+            results[i] = 1.0 if winner == turn else 0.0
+    values = 1.0 / (1.0 + np.exp(-raw["eval"].astype(np.float64) / coef))
+    return Dataset(np.ascontiguousarray(hcp[keep]), labels[keep], results[keep],
+                   values[keep].astype(np.float32), skipped=int((~keep).sum()))
+
+
+class _Features:
+    """Reusable input buffers for batches of hcp records."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.board = cshogi.Board()
+        self.x1 = np.zeros((batch_size, FEATURES1_NUM, 9, 9), dtype=np.float32)
+        self.x2 = np.zeros((batch_size, FEATURES2_NUM, 9, 9), dtype=np.float32)
+
+    def __call__(self, hcp: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        n = len(hcp)
+        x1, x2 = self.x1[:n], self.x2[:n]
+        x1.fill(0.0)
+        x2.fill(0.0)
+        for i in range(n):
+            self.board.set_hcp(hcp[i])
+            dlshogi.make_input_features(self.board, x1[i], x2[i])
+        # Copies: the buffers are refilled for the next batch.
+        return torch.from_numpy(x1.copy()), torch.from_numpy(x2.copy())
+
+
+@dataclass
+class Metrics:
+    samples: int
+    loss: float
+    policy_loss: float
+    value_loss: float
+    policy_accuracy: float
+    value_accuracy: float   # on decisive results only; nan without any
+
+    def line(self) -> str:
+        return (f"loss {self.loss:.4f} (policy {self.policy_loss:.4f}, value "
+                f"{self.value_loss:.4f}), accuracy policy {self.policy_accuracy:.3f} value "
+                f"{self.value_accuracy:.3f} on {self.samples} records")
+
+
+def _losses(model: nn.Module, x1: torch.Tensor, x2: torch.Tensor, labels: torch.Tensor,
+            targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                            torch.Tensor]:
+    policy, value = model(x1, x2)
+    value = value.squeeze(1)
+    policy_loss = F.cross_entropy(policy, labels)
+    value_loss = F.binary_cross_entropy_with_logits(value, targets)
+    return policy_loss, value_loss, policy, value
+
+
+def evaluate(model: nn.Module, data: Dataset, indices: np.ndarray | None = None,
+             batch_size: int = 256, alpha: float = 0.5) -> Metrics:
+    """Losses and accuracies of ``model`` (in eval mode) on ``data`` (or its ``indices``)."""
+    if indices is None:
+        indices = np.arange(len(data))
+    if len(indices) == 0:
+        nan = float("nan")
+        return Metrics(0, nan, nan, nan, nan, nan)
+    targets_all = data.targets(alpha)
+    features = _Features(batch_size)
+    was_training = model.training
+    model.eval()
+    sums = np.zeros(2)
+    policy_hits = value_hits = decisive = 0
+    try:
+        with torch.no_grad():
+            for start in range(0, len(indices), batch_size):
+                rows = indices[start:start + batch_size]
+                x1, x2 = features(data.hcp[rows])
+                labels = torch.from_numpy(data.labels[rows])
+                targets = torch.from_numpy(targets_all[rows])
+                policy_loss, value_loss, policy, value = _losses(model, x1, x2, labels, targets)
+                sums += np.array([policy_loss.item(), value_loss.item()]) * len(rows)
+                policy_hits += int((policy.argmax(1) == labels).sum())
+                results = data.results[rows]
+                mask = results != 0.5
+                decisive += int(mask.sum())
+                predicted_win = (value.numpy() > 0.0)
+                value_hits += int((predicted_win[mask] == (results[mask] == 1.0)).sum())
+    finally:
+        model.train(was_training)
+    n = len(indices)
+    policy_loss, value_loss = sums / n
+    return Metrics(n, float(policy_loss + value_loss), float(policy_loss), float(value_loss),
+                   policy_hits / n, value_hits / decisive if decisive else float("nan"))
+
+
+@dataclass
+class EpochReport:
+    epoch: int
+    train_loss: float       # mean over the epoch's batches, in training mode
+    validation: Metrics | None
+    seconds: float
+
+
+@dataclass
+class TrainSummary:
+    output: str
+    blocks: int
+    channels: int
+    parameters: int
+    train_records: int
+    validation_records: int
+    skipped: int
+    epochs: list[EpochReport] = field(default_factory=list)
+    initial_train: Metrics | None = None
+    final_train: Metrics | None = None
+    eval_on_before: Metrics | None = None
+    eval_on_after: Metrics | None = None
+    samples_trained: int = 0
+    train_seconds: float = 0.0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples_trained / self.train_seconds if self.train_seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["samples_per_second"] = round(self.samples_per_second, 1)
+        return data
+
+
+def _check_output(output: Path, init: Path | None, force: bool) -> None:
+    if output.is_dir():
+        raise BookgenError(f"{output}: is a directory")
+    if not output.parent.is_dir():
+        raise BookgenError(f"{output}: directory {output.parent} does not exist")
+    same_as_init = init is not None and output.exists() and init.exists() and \
+        output.resolve() == init.resolve()
+    if output.exists() and not (force or same_as_init):
+        raise BookgenError(f"{output}: already exists (use --force to replace it)")
+
+
+def train(data: Sequence[str | Path], output: str | Path, *, init: str | Path | None = None,
+          epochs: int = 1, batch_size: int = 256, lr: float = 0.01, optimizer: str = "sgd",
+          weight_decay: float = 1e-4, alpha: float = 0.5, val_split: float = 0.1,
+          eval_on: Sequence[str | Path] = (), blocks: int | None = None,
+          channels: int | None = None, seed: int = 0, threads: int | None = None,
+          force: bool = False, progress: bool = True,
+          log: Callable[[str], None] | None = None) -> TrainSummary:
+    """Train a network on hcpe ``data`` and save it to ``output``; see the module docstring.
+
+    ``init`` starts from a saved model (its architecture wins; ``blocks`` and
+    ``channels``, when given, must match it); otherwise a fresh network of
+    ``blocks`` x ``channels`` initialised from ``seed``. ``optimizer`` is
+    ``sgd`` (momentum 0.9, Nesterov, as dlshogi) or ``adam``. ``log``
+    receives one line per epoch.
+    """
+    start_time = time.perf_counter()
+    if epochs < 1 or batch_size < 1:
+        raise BookgenError("--epochs and --batch-size must be at least 1")
+    if not lr > 0:
+        raise BookgenError("--lr must be positive")
+    if not 0.0 <= alpha <= 1.0:
+        raise BookgenError("--alpha must be between 0 and 1")
+    if not 0.0 <= val_split < 1.0:
+        raise BookgenError("--val-split must be at least 0 and below 1")
+    if optimizer not in OPTIMIZERS:
+        raise BookgenError(f"unknown optimizer {optimizer!r} (use {' or '.join(OPTIMIZERS)})")
+    output = Path(output)
+    init_path = Path(init) if init is not None else None
+    _check_output(output, init_path, force)
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+    dataset = load_hcpe(data)
+    if len(dataset) == 0:
+        raise BookgenError(f"no usable records in {', '.join(map(str, data))} "
+                           f"({dataset.skipped} skipped)")
+    eval_set = load_hcpe(eval_on) if eval_on else None
+
+    if init_path is not None:
+        model = load_model(init_path)
+        for name, given, actual in (("--blocks", blocks, model.blocks_count),
+                                    ("--channels", channels, model.channels)):
+            if given is not None and given != actual:
+                raise BookgenError(f"{name} {given} does not match {init_path} ({actual})")
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = PolicyValueNetwork(blocks or DEFAULT_BLOCKS, channels or DEFAULT_CHANNELS)
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(dataset))
+    validation_count = int(round(len(dataset) * val_split))
+    if validation_count >= len(dataset):
+        validation_count = len(dataset) - 1
+    validation_rows = np.sort(order[:validation_count])
+    train_rows = order[validation_count:]
+    sample_rows = (np.sort(rng.choice(train_rows, TRAIN_METRICS_SAMPLE, replace=False))
+                   if len(train_rows) > TRAIN_METRICS_SAMPLE else np.sort(train_rows))
+
+    summary = TrainSummary(str(output), model.blocks_count, model.channels,
+                           parameter_count(model), len(train_rows), validation_count,
+                           dataset.skipped)
+    say = log or (lambda _line: None)
+    summary.initial_train = evaluate(model, dataset, sample_rows, batch_size, alpha)
+    say(f"before training: train {summary.initial_train.line()}")
+    if eval_set is not None:
+        summary.eval_on_before = evaluate(model, eval_set, None, batch_size, alpha)
+        say(f"before training: eval-on {summary.eval_on_before.line()}")
+
+    if optimizer == "sgd":
+        opt: torch.optim.Optimizer = torch.optim.SGD(
+            model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=weight_decay)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    targets_all = dataset.targets(alpha)
+    features = _Features(batch_size)
+    batches_per_epoch = math.ceil(len(train_rows) / batch_size)
+    model.train()
+    with stop_on_interrupt() as stop, progress_bar(
+            total=epochs * batches_per_epoch, unit="batch", desc="training",
+            disable=None if progress else True) as bar:
+        for epoch in range(1, epochs + 1):
+            epoch_start = time.perf_counter()
+            shuffled = train_rows[rng.permutation(len(train_rows))]
+            loss_sum = 0.0
+            seen = 0
+            for begin in range(0, len(shuffled), batch_size):
+                rows = shuffled[begin:begin + batch_size]
+                x1, x2 = features(dataset.hcp[rows])
+                labels = torch.from_numpy(dataset.labels[rows])
+                targets = torch.from_numpy(targets_all[rows])
+                policy_loss, value_loss, _p, _v = _losses(model, x1, x2, labels, targets)
+                loss = policy_loss + value_loss
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                loss_sum += loss.item() * len(rows)
+                seen += len(rows)
+                bar.update(1)
+                bar.set_postfix(epoch=epoch, loss=f"{loss_sum / seen:.3f}", refresh=False)
+                if stop.is_set():
+                    break
+            elapsed = time.perf_counter() - epoch_start
+            summary.samples_trained += seen
+            summary.train_seconds += elapsed
+            validation = (evaluate(model, dataset, validation_rows, batch_size, alpha)
+                          if validation_count else None)
+            report = EpochReport(epoch, loss_sum / seen if seen else float("nan"), validation,
+                                 elapsed)
+            summary.epochs.append(report)
+            say(f"epoch {epoch}: train loss {report.train_loss:.4f} ({seen} records, "
+                f"{seen / elapsed if elapsed else 0:.0f}/s)"
+                + (f"; validation {validation.line()}" if validation else ""))
+            if stop.is_set():
+                summary.interrupted = True
+                break
+
+    summary.final_train = evaluate(model, dataset, sample_rows, batch_size, alpha)
+    say(f"after training: train {summary.final_train.line()}")
+    if eval_set is not None:
+        summary.eval_on_after = evaluate(model, eval_set, None, batch_size, alpha)
+        say(f"after training: eval-on {summary.eval_on_after.line()}")
+    save_model(model.eval(), output)
+    summary.seconds = time.perf_counter() - start_time
+    return summary

@@ -1,0 +1,137 @@
+"""Training (selfplay.train): targets from hcpe records, loss going down, model files.
+
+The data comes from short self-play games with the built-in evaluator; the
+network is tiny (1 block x 8 channels) so that training runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+import cshogi
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from cshogi import dlshogi
+
+from bookgen.errors import BookgenError
+from bookgen.evaluators import make_evaluator
+from bookgen.network import load_model
+from selfplay.cli_games import train_command
+from selfplay.games import selfplay
+from selfplay.train import evaluate, load_hcpe, train
+
+HCPE = cshogi.HuffmanCodedPosAndEval
+TINY = dict(blocks=1, channels=8, threads=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("train")
+    starts = tmp / "starts.txt"
+    starts.write_text("startpos\nstartpos moves 7g7f 3c3d\nstartpos moves 2g2f 8c8d\n")
+    summary = selfplay(starts, 6, tmp / "data.hcpe", playouts=2, max_ply=80, random_moves=30,
+                       seed=2, progress=False)
+    selfplay(starts, 1, tmp / "eval.hcpe", playouts=2, max_ply=40, random_moves=40, seed=9,
+             progress=False)
+    assert summary.positions >= 300
+    return tmp
+
+
+def test_training_lowers_the_loss_and_saves_a_loadable_model(data):
+    output = data / "model.pt"
+    summary = train([data / "data.hcpe"], output, epochs=4, batch_size=32, lr=0.02,
+                    eval_on=[data / "eval.hcpe"], **TINY)
+    assert summary.initial_train is not None and summary.final_train is not None
+    assert summary.final_train.loss < summary.initial_train.loss
+    assert summary.final_train.policy_loss < summary.initial_train.policy_loss
+    assert len(summary.epochs) == 4
+    assert summary.epochs[-1].train_loss < summary.epochs[0].train_loss
+    assert summary.validation_records == round(0.1 * (summary.train_records +
+                                                      summary.validation_records))
+    assert all(e.validation is not None and e.validation.samples == summary.validation_records
+               for e in summary.epochs)
+    assert summary.eval_on_before is not None and summary.eval_on_after is not None
+    assert summary.eval_on_after.samples == len(np.fromfile(data / "eval.hcpe", HCPE))
+    assert summary.samples_trained == 4 * summary.train_records
+    assert summary.samples_per_second > 0 and summary.skipped == 0
+    model = load_model(output)
+    assert (model.blocks_count, model.channels) == (1, 8)
+    with make_evaluator(f"torch:{output}") as evaluator:
+        board = cshogi.Board()
+        board.push_usi("7g7f")
+        [evaluation] = evaluator.evaluate([board])
+        assert len(evaluation.moves) == len(list(board.legal_moves))
+        assert math.isclose(sum(evaluation.priors), 1.0, rel_tol=1e-4)
+        assert 0.0 < evaluation.value < 1.0
+    # The saved weights are the trained ones.
+    again = evaluate(load_model(output), load_hcpe([data / "data.hcpe"]), batch_size=64)
+    assert again.loss < summary.initial_train.loss
+
+
+def test_continue_from_a_model(data):
+    first = data / "first.pt"
+    train([data / "data.hcpe"], first, epochs=1, batch_size=64, **TINY)
+    before = evaluate(load_model(first), load_hcpe([data / "data.hcpe"]))
+    summary = train([data / "data.hcpe"], first, init=first, epochs=2, batch_size=64,
+                    threads=1, progress=False)
+    assert (summary.blocks, summary.channels) == (1, 8)
+    assert summary.initial_train is not None
+    assert math.isclose(summary.initial_train.loss, before.loss, rel_tol=0.05)
+    with pytest.raises(BookgenError, match="--channels 16 does not match"):
+        train([data / "data.hcpe"], data / "other.pt", init=first, channels=16,
+              progress=False)
+    with pytest.raises(BookgenError, match="already exists"):  # only --init may be replaced
+        train([data / "data.hcpe"], first, **TINY)
+
+
+def test_targets_follow_dlshogi_conventions(tmp_path):
+    board = cshogi.Board()
+    board.push_usi("7g7f")  # white to move
+    records = np.zeros(4, HCPE)
+    for record, result, evaluation in zip(records, (cshogi.BLACK_WIN, cshogi.WHITE_WIN,
+                                                    cshogi.DRAW, 7), (756, -756, 0, 0)):
+        board.to_hcp(record["hcp"])
+        record["bestMove16"] = cshogi.move16(board.move_from_usi("3c3d"))
+        record["gameResult"] = result
+        record["eval"] = evaluation
+    bad_move = records[:1].copy()
+    bad_move["bestMove16"] = cshogi.move16(cshogi.Board().move_from_usi("2g2f"))
+    path = tmp_path / "t.hcpe"
+    np.concatenate([records, bad_move]).tofile(path)
+    dataset = load_hcpe([path])
+    assert len(dataset) == 3 and dataset.skipped == 2   # result 7, illegal best move
+    # gameResult is the game's result: for white to move a black win is a loss.
+    assert dataset.results.tolist() == [0.0, 1.0, 0.5]
+    assert np.allclose(dataset.values, [1 / (1 + math.exp(-1)), 1 / (1 + math.exp(1)), 0.5])
+    assert np.allclose(dataset.targets(0.5), 0.5 * dataset.results + 0.5 * dataset.values)
+    expected = dlshogi.make_move_label(board.move_from_usi("3c3d"), cshogi.WHITE)
+    assert dataset.labels.tolist() == [expected] * 3
+    (tmp_path / "odd.hcpe").write_bytes(b"\x00" * 39)
+    with pytest.raises(BookgenError, match="whole number"):
+        load_hcpe([tmp_path / "odd.hcpe"])
+
+
+def test_cli(data):
+    @click.group()
+    def cli() -> None:
+        pass
+
+    cli.add_command(train_command)
+    runner = CliRunner()
+    output = data / "cli.pt"
+    result = runner.invoke(cli, ["train", "--data", str(data / "data.hcpe"),
+                                 str(data / "eval.hcpe"), "-o", str(output), "--blocks", "1",
+                                 "--channels", "8", "--batch-size", "64", "--threads", "1",
+                                 "--val-split", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["validation_records"] == 0 and summary["epochs"][0]["validation"] is None
+    total = len(np.fromfile(data / "data.hcpe", HCPE)) + len(np.fromfile(data / "eval.hcpe",
+                                                                         HCPE))
+    assert summary["train_records"] == total
+    assert load_model(output).channels == 8
+    result = runner.invoke(cli, ["train", "-o", str(data / "none.pt")])
+    assert result.exit_code == 2 and "no training data" in result.output
