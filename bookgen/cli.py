@@ -92,20 +92,32 @@ def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
 @book_option
 @click.option("--format", "fmt", type=click.Choice(["db2016", "apery"]), default="db2016",
               show_default=True, help="Output format.")
+@click.option("--values", type=click.Choice(["raw", "minimax"]), default="raw",
+              show_default=True,
+              help="raw: the book's own values and depths; minimax: those of 'bookgen "
+                   "refine minimax', with the transposition moves it found.")
 @click.option("--noe", is_flag=True, help="DB2016: add a '# NOE:<positions>,SORTED' line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @reports_errors
-def export_command(output: str, book: str, fmt: str, noe: bool, as_json: bool) -> None:
+def export_command(output: str, book: str, fmt: str, values: str, noe: bool,
+                   as_json: bool) -> None:
     """Write the book as a DB2016 text book or an Apery/dlshogi binary book.
 
     DB2016: normalised sfens with their minimum ply, blocks sorted by sfen,
     moves best first (value, then count). Apery: 16-byte records sorted by
     key, counts scaled into 16 bits where a position's largest count exceeds
     65535.
+
+    --values minimax writes minimax values and depths (DB2016 depth column:
+    the minimax depth, 'none' for lines ending in repetition), best move
+    first; a move with the best value but another depth is written one lower
+    so that engines play the intended move. --values raw leaves out the moves
+    refine added and writes exactly what it wrote before the refine.
     """
     from bookgen.exporter import export_book
 
-    result = export_book(output, book, fmt=fmt, noe=noe, diagnostics=Diagnostics())
+    result = export_book(output, book, fmt=fmt, values=values, noe=noe,
+                         diagnostics=Diagnostics())
     if as_json:
         click.echo(json.dumps(result, indent=2))
     elif fmt == "db2016":
@@ -304,10 +316,13 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
 from bookgen.cli_model import model_group  # noqa: E402
 from refine.cli import refine_group  # noqa: E402
 from selfplay.cli import starts_command  # noqa: E402
+from selfplay.cli_games import selfplay_command, train_command  # noqa: E402
 
 main.add_command(model_group)
 main.add_command(refine_group)
 main.add_command(starts_command)
+main.add_command(selfplay_command)
+main.add_command(train_command)
 
 if __name__ == "__main__":
     main()

@@ -1,8 +1,19 @@
-"""``bookgen export``: write a book as a DB2016 or Apery file."""
+"""``bookgen export``: write a book as a DB2016 or Apery file.
+
+``values="raw"`` (the default) writes the book's own values and depths, and
+leaves out the transposition moves that ``refine minimax`` added, so that it
+writes exactly what it wrote before a refine. ``values="minimax"`` writes the
+values and depths ``refine minimax`` stored, transposition moves included,
+with peta_shock's rule for ties: a move that is not the best but has the
+best value with a different depth is written one lower, so that an engine
+choosing by value plays the intended move.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +22,92 @@ from bookgen.errors import BookgenError
 from bookgen.formats.apery import export_records
 from bookgen.formats.db2016 import write_db2016
 from bookgen.progress import progress_bar
-from bookgen.store import DEFAULT_BOOK, Book
+from bookgen.store import DEFAULT_BOOK, Book, BookMove, sort_moves
+from refine.graph import REFINE_MINIMAX_COMMAND, TRANSPOSITION_ROW_SQL
 
 EXPORT_FORMATS = ("db2016", "apery")
+EXPORT_VALUES = ("raw", "minimax")
+
+Block = tuple[str, "int | None", list[BookMove]]
+
+
+def _raw_blocks(store: Book) -> Iterator[Block]:
+    """Every position with book moves, sorted by sfen, moves best first (as
+    :meth:`Book.iter_blocks`, without refine's transposition rows)."""
+    cursor = store.conn.execute(
+        "SELECT p.sfen, p.ply, m.move, m.ponder, m.value, m.depth, m.count "
+        "FROM positions p JOIN moves m ON m.position_id = p.id "
+        f"WHERE NOT {TRANSPOSITION_ROW_SQL} ORDER BY p.sfen")
+    current: str | None = None
+    ply: int | None = None
+    block: list[BookMove] = []
+    for sfen, row_ply, move, ponder, value, depth, count in cursor:
+        if sfen != current:
+            if current is not None:
+                yield current, ply, sort_moves(block)
+            current, ply, block = sfen, row_ply, []
+        block.append(BookMove(move, ponder, value, depth, count))
+    if current is not None:
+        yield current, ply, sort_moves(block)
+
+
+def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
+    """Moves with minimax values for writing, best first; ``draw`` is the mover's draw
+    value in cp. Best: highest value, then (refine's rule) the shorter line when the
+    value is at least the draw value, else the longer one (None depth: a line ending in
+    repetition, infinitely long), then the most counted. The others follow by written
+    value and count; a move with the best value but another depth is written one lower."""
+    def preference(m: BookMove) -> tuple[int, float, int]:
+        depth = float("inf") if m.depth is None else float(m.depth)
+        assert m.value is not None
+        return (m.value, -depth if m.value >= draw else depth, m.count)
+
+    ordered = sorted(moves, key=lambda m: m.move)
+    chosen = max(ordered, key=preference)
+    rest = [m._replace(value=m.value - 1)  # type: ignore[operator]
+            if m.value == chosen.value and m.depth != chosen.depth else m
+            for m in ordered if m is not chosen]
+    rest.sort(key=lambda m: (-m.value, -m.count, m.move))  # type: ignore[operator]
+    return [chosen, *rest]
+
+
+def _minimax_blocks(store: Book) -> Iterator[Block]:
+    from refine.minimax import draw_cp   # the same conversion refine used
+
+    row = store.conn.execute(
+        "SELECT params FROM runs WHERE command = ? AND status = 'done' ORDER BY id DESC "
+        "LIMIT 1", (REFINE_MINIMAX_COMMAND,)).fetchone()
+    params = json.loads(row[0]) if row else {}
+    draws = (draw_cp(int(params.get("draw_value_black", 500))),
+             draw_cp(int(params.get("draw_value_white", 500))))
+    cursor = store.conn.execute(
+        "SELECT p.sfen, p.ply, p.turn, m.move, m.ponder, m.minimax_value, m.minimax_depth, "
+        "m.count FROM positions p JOIN moves m ON m.position_id = p.id ORDER BY p.sfen")
+    current: str | None = None
+    ply: int | None = None
+    turn = 0
+    block: list[BookMove] = []
+    for sfen, row_ply, row_turn, move, ponder, value, depth, count in cursor:
+        if sfen != current:
+            if current is not None:
+                yield current, ply, minimax_moves(draws[turn], block)
+            current, ply, turn, block = sfen, row_ply, row_turn, []
+        block.append(BookMove(move, ponder, value, depth, count))
+    if current is not None:
+        yield current, ply, minimax_moves(draws[turn], block)
+
+
+def _check_refined(store: Book) -> None:
+    missing = store.conn.execute(
+        "SELECT count(*) FROM moves WHERE minimax_value IS NULL").fetchone()[0]
+    if missing:
+        raise BookgenError(
+            f"{store.path}: {missing} moves have no minimax value (never refined, or grown "
+            "since); run 'bookgen refine minimax' first")
 
 
 def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = "db2016",
-                noe: bool = False, diagnostics: Diagnostics | None = None,
+                values: str = "raw", noe: bool = False, diagnostics: Diagnostics | None = None,
                 progress: bool = True) -> dict[str, Any]:
     """Write every position that has moves to ``out``; returns what was written.
 
@@ -27,18 +117,25 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
     if fmt not in EXPORT_FORMATS:
         raise BookgenError(f"unknown export format {fmt!r} (choose from "
                            f"{', '.join(EXPORT_FORMATS)})")
+    if values not in EXPORT_VALUES:
+        raise BookgenError(f"unknown values {values!r} (choose from "
+                           f"{', '.join(EXPORT_VALUES)})")
     out = Path(out)
     if out.is_dir():
         raise BookgenError(f"{out}: is a directory")
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     with Book(book, create=False, readonly=True) as store:
+        if values == "minimax":
+            _check_refined(store)
         total = int(store.conn.execute(
             "SELECT count(DISTINCT position_id) FROM moves").fetchone()[0])
         try:
             with progress_bar(total=total, unit="pos", desc=f"writing {out.name}",
                               disable=None if progress else True) as bar:
-                def blocks():  # type: ignore[no-untyped-def]
-                    for block in store.iter_blocks():
+                source = _raw_blocks(store) if values == "raw" else _minimax_blocks(store)
+
+                def blocks() -> Iterator[Block]:
+                    for block in source:
                         bar.update()
                         yield block
 
@@ -57,5 +154,5 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
         except BaseException:
             temporary.unlink(missing_ok=True)
             raise
-    result.update(file=str(out), format=fmt)
+    result.update(file=str(out), format=fmt, values=values)
     return result

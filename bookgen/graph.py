@@ -18,7 +18,7 @@ import cshogi
 
 from bookgen.mcts import BookMoveChoice
 from bookgen.position import board_key, signed64
-from bookgen.store import Book
+from bookgen.store import TRANSPOSITION_ROW_SQL, Book
 from bookgen.values import MATE_VALUE
 
 
@@ -65,7 +65,8 @@ class BookGraph:
             node = Node(sfen, ply, turn, pid, bool(expanded), value)
             graph.nodes[sfen] = by_id[pid] = node
         for pid, move, value, count, child_id in conn.execute(
-                "SELECT position_id, move, value, count, child_id FROM moves"):
+                "SELECT position_id, move, value, count, child_id FROM moves m "
+                f"WHERE NOT {TRANSPOSITION_ROW_SQL}"):  # refine's rows are not book moves
             node = by_id[pid]
             child = by_id[child_id].sfen if child_id is not None else None
             node.edges.append(Edge(move, value if value is not None else 0, count, child))

@@ -25,6 +25,15 @@ from bookgen.schema import BOOK_TABLES, MIGRATIONS, SCHEMA_VERSION
 
 DEFAULT_BOOK = "book.sqlite"
 
+REFINE_MINIMAX_COMMAND = "refine minimax"
+
+# A moves row (alias m) that ``refine minimax`` inserted for a transposition
+# edge the book does not store: no value, no depth, count 0. Code that reads
+# the book's own moves leaves these out with ``NOT <this>``.
+TRANSPOSITION_ROW_SQL = (
+    "(m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT NULL "
+    f"AND m.run_id IN (SELECT id FROM runs WHERE command = '{REFINE_MINIMAX_COMMAND}'))")
+
 
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -275,8 +284,8 @@ class Book:
 
     def moves_of(self, position_id: int) -> list[BookMove]:
         rows = self.conn.execute(
-            "SELECT move, ponder, value, depth, count FROM moves WHERE position_id = ?",
-            (position_id,)).fetchall()
+            "SELECT move, ponder, value, depth, count FROM moves m WHERE position_id = ? "
+            f"AND NOT {TRANSPOSITION_ROW_SQL}", (position_id,)).fetchall()
         return sort_moves([BookMove(*row) for row in rows])
 
     def iter_blocks(self) -> Iterator[tuple[str, int | None, list[BookMove]]]:

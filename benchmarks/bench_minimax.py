@@ -1,0 +1,96 @@
+"""Speed and peak memory of ``bookgen refine minimax`` on large books.
+
+Generates realistic books (benchmarks/generate_book.py: DB2016 text, then
+``bookgen import``) of 10 k, 100 k and 1 M positions once under
+benchmarks/out/minimax/, then refines a fresh copy of each in a new process
+and prints the time to build the graph (legal moves of every position, child
+keys), to propagate the values, to write them, the total, and the peak
+resident memory of the process and of its graph workers
+(``resource.getrusage``). CPU seconds are printed too: on a busy machine they
+tell how much of the wall time was waiting.
+
+    python benchmarks/bench_minimax.py [--sizes 10000 100000 1000000]
+                                       [--methods retrograde negascout]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out" / "minimax"
+sys.path.insert(0, str(HERE))
+
+from generate_book import generate  # noqa: E402
+
+_WRAPPER = """
+import json, resource, sys
+from refine.minimax import refine_minimax
+summary = refine_minimax(sys.argv[1], method=sys.argv[2])
+own = resource.getrusage(resource.RUSAGE_SELF)
+workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+summary["peak_mb"] = own.ru_maxrss / 1024
+summary["worker_peak_mb"] = workers.ru_maxrss / 1024
+summary["cpu_seconds"] = own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+print(json.dumps(summary))
+"""
+
+
+def remove_book(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
+def prepare(size: int) -> Path:
+    """The imported book of ``size`` positions (generated and imported once)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    source = OUT / f"book{size}.db"
+    book = OUT / f"book{size}.sqlite"
+    if not source.exists():
+        generate(source, size)
+    if not book.exists():
+        subprocess.run([sys.executable, "-m", "bookgen.cli", "import", str(source), "-b",
+                        str(book)], check=True, stdout=subprocess.DEVNULL)
+    return book
+
+
+def measure(book: Path, method: str) -> dict:
+    work = OUT / f"work-{book.name}"
+    remove_book(work)
+    shutil.copyfile(book, work)
+    try:
+        done = subprocess.run([sys.executable, "-c", _WRAPPER, str(work), method], check=True,
+                              capture_output=True, text=True)
+    finally:
+        remove_book(work)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--methods", nargs="+", default=["retrograde"],
+                        choices=["retrograde", "negascout"])
+    args = parser.parse_args()
+    print(f"{'method':<11} {'positions':>9} {'edges':>9} {'transp.':>8} {'in cycles':>9} "
+          f"{'graph s':>8} {'propag. s':>9} {'write s':>8} {'total s':>8} {'cpu s':>7} "
+          f"{'peak MB':>8} {'worker MB':>9}")
+    for size in args.sizes:
+        book = prepare(size)
+        for method in args.methods:
+            s = measure(book, method)
+            t = s["seconds"]
+            print(f"{method:<11} {s['positions']:>9} {s['edges']:>9} "
+                  f"{s['transposition_edges']:>8} {s['positions_in_cycles']:>9} "
+                  f"{t['graph']:>8.1f} {t['propagate']:>9.1f} {t['write']:>8.1f} "
+                  f"{t['total']:>8.1f} {s['cpu_seconds']:>7.1f} {s['peak_mb']:>8.0f} "
+                  f"{s['worker_peak_mb']:>9.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""The whole book as a graph for minimax, in numpy arrays.
+
+Nodes are the book positions that have moves. The *options* of a node are
+its book moves plus its transposition edges: as YaneuraOu's ``peta_shock``
+does, every legal move of a book position whose child is a book position is
+an edge, whether or not the book stores that move. An option whose child is
+a node is an *edge*; a book move whose child is not a node is a *leaf move*
+(its stored value is all the book knows about it).
+
+Child keys come from cshogi's zobrist hash after pushing each legal move; the
+``positions.zobrist`` column gives every node's key, and a key hit is
+confirmed by comparing sfens. Generating the moves of a large book is spread
+over worker processes.
+
+Options are stored in CSR form: the options of node ``i`` are
+``indptr[i]:indptr[i + 1]`` of the per-option arrays.
+
+Transposition edges that are not book moves are written back to the book by
+``refine minimax`` as ``moves`` rows with ``count`` 0, ``value`` and
+``depth`` NULL, ``child_id`` set, and the refine run's ``run_id``;
+:data:`TRANSPOSITION_ROW_SQL` recognises those rows (table alias ``m``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cshogi
+import numpy as np
+
+from bookgen.store import REFINE_MINIMAX_COMMAND, TRANSPOSITION_ROW_SQL, Book
+from bookgen.values import MATE_VALUE
+
+# REFINE_MINIMAX_COMMAND and TRANSPOSITION_ROW_SQL (refine's own moves rows)
+# are defined by the store, which every reader of the moves table consults.
+__all__ = ["REFINE_MINIMAX_COMMAND", "TRANSPOSITION_ROW_SQL"]
+
+KIND_LEAF = 0          # book move whose child is not a book position with moves
+KIND_BOOK_EDGE = 1     # book move into a node
+KIND_TRANSPOSITION = 2  # legal move into a node that the book does not store
+
+_USI_WIDTH = 5          # '7g7f+', 'P*5e'
+_PARALLEL_MIN_NODES = 20_000
+_CHUNK = 2_000
+
+
+@dataclass
+class MinimaxGraph:
+    """Nodes, and their options in CSR form (see the module docstring)."""
+
+    position_ids: np.ndarray   # int64 [N] positions.id of each node, ascending
+    turn: np.ndarray           # int8 [N] 0 black, 1 white to move
+    in_check: np.ndarray       # bool [N] the side to move is in check
+    indptr: np.ndarray         # int64 [N + 1]
+    target: np.ndarray         # int32 [E] node index of the child, -1 for leaf moves
+    kind: np.ndarray           # int8 [E] KIND_*
+    value: np.ndarray          # int32 [E] stored value clamped to +-MATE_VALUE, 0 if NULL
+    count: np.ndarray          # int64 [E] stored count (0 for transposition edges)
+    move: np.ndarray           # S5 [E] USI move
+    stored: np.ndarray         # bool [E] a moves row exists (book move, earlier transposition)
+    child_linked: np.ndarray   # bool [E] the row's child_id is already set
+    stale_transpositions: list[tuple[int, str]]  # transposition rows no longer legal edges
+    seconds: float = 0.0
+
+    @property
+    def nodes(self) -> int:
+        return len(self.position_ids)
+
+    @property
+    def source(self) -> np.ndarray:
+        """int32 [E] node index owning each option."""
+        return np.repeat(np.arange(self.nodes, dtype=np.int32), np.diff(self.indptr))
+
+    def counts(self) -> dict[str, int]:
+        edges = self.target >= 0
+        return {"positions": self.nodes, "options": len(self.target),
+                "edges": int(edges.sum()),
+                "book_edges": int((self.kind == KIND_BOOK_EDGE).sum()),
+                "transposition_edges": int((self.kind == KIND_TRANSPOSITION).sum()),
+                "leaf_moves": int((self.kind == KIND_LEAF).sum())}
+
+
+# -- child generation (runs in worker processes for large books) --------------
+
+_SFENS: list[str] = []
+_ZOBRIST_INDEX: dict[int, int] = {}      # unsigned zobrist -> node index, -1 if shared
+_SHARED_ZOBRIST: dict[int, list[int]] = {}
+_ZOBRIST_KEYS: set[int] | frozenset[int] = frozenset()
+
+
+def _usi_codes(moves: np.ndarray) -> np.ndarray:
+    """An int64 per USI move (S5 bytes, 7 bits each), for joining on (node, move)."""
+    raw = np.ascontiguousarray(moves, dtype=f"S{_USI_WIDTH}").view(np.uint8)
+    raw = raw.reshape(-1, _USI_WIDTH).astype(np.int64)
+    code = np.zeros(len(moves), dtype=np.int64)
+    for column in range(_USI_WIDTH):
+        code = (code << 7) | raw[:, column]
+    return code
+
+
+def _children(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Legal moves into nodes for nodes ``start:stop``: (source, target, USI, in_check)."""
+    start, stop = span
+    board = cshogi.Board()
+    sfens, index, shared, keys = _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
+    push, pop, key, sfen = board.push, board.pop, board.zobrist_hash, board.sfen
+    to_usi = cshogi.move_to_usi
+    sources: list[int] = []
+    targets: list[int] = []
+    usis: list[str] = []
+    checks = np.zeros(stop - start, dtype=bool)
+    for node in range(start, stop):
+        board.set_sfen(sfens[node] + " 1")
+        checks[node - start] = board.is_check()
+        # Push, hash, pop and a set lookup per legal move; only key hits get the
+        # (slower) sfen comparison.
+        hits = [move for move in board.legal_moves if (push(move), key() in keys, pop())[1]]
+        for move in hits:
+            push(move)
+            found = index[key()]
+            child = sfen()
+            child = child[:child.rfind(" ")]
+            for candidate in (shared[key()] if found < 0 else (found,)):
+                if sfens[candidate] == child:
+                    sources.append(node)
+                    targets.append(candidate)
+                    usis.append(to_usi(move))
+                    break
+            pop()
+    return (np.array(sources, dtype=np.int32), np.array(targets, dtype=np.int32),
+            np.array(usis, dtype=f"S{_USI_WIDTH}"), checks)
+
+
+def _start_children(count: int, workers: int) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Start generating the legal moves into nodes; returns a function that waits
+    for them. With several workers they run in forked processes (which inherit
+    the sfens and the zobrist index without copying) while this one goes on."""
+    spans = [(start, min(start + _CHUNK, count)) for start in range(0, count, _CHUNK)]
+
+    def concatenate(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        if not parts:
+            empty = np.zeros(0, dtype=np.int32)
+            return empty, empty, np.zeros(0, dtype=f"S{_USI_WIDTH}"), np.zeros(0, dtype=bool)
+        return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))
+
+    if workers > 1 and count >= _PARALLEL_MIN_NODES and \
+            "fork" in multiprocessing.get_all_start_methods():
+        pool = multiprocessing.get_context("fork").Pool(workers)
+        pending = pool.map_async(_children, spans, chunksize=4)
+
+        def wait(cancel: bool = False) -> tuple[np.ndarray, ...]:
+            try:
+                if cancel:
+                    pool.terminate()
+                    return ()
+                return concatenate(pending.get())
+            except BaseException:
+                pool.terminate()
+                raise
+            finally:
+                pool.close()
+                pool.join()
+        return wait
+    return lambda cancel=False: () if cancel else concatenate([_children(s) for s in spans])
+
+
+def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(found, position) of each wanted key in an ascending array."""
+    if not len(sorted_keys):
+        return np.zeros(len(wanted), dtype=bool), np.zeros(len(wanted), dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_keys, wanted), len(sorted_keys) - 1)
+    return sorted_keys[at] == wanted, at
+
+
+def _read_moves(book: Book, position_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The moves table as arrays (read in chunks to keep memory low)."""
+    refined = book.conn.execute("SELECT 1 FROM runs WHERE command = ? LIMIT 1",
+                                (REFINE_MINIMAX_COMMAND,)).fetchone()
+    cursor = book.conn.execute(
+        f"SELECT m.position_id, m.move, max({-MATE_VALUE}, min({MATE_VALUE}, "
+        "coalesce(m.value, 0))), m.count, m.child_id IS NOT NULL, "
+        f"{TRANSPOSITION_ROW_SQL if refined else 0} FROM moves m "
+        "ORDER BY m.position_id, m.move")
+    names = ("source", "move", "value", "count", "linked", "earlier")
+    types = (np.int64, f"S{_USI_WIDTH}", np.int32, np.int64, bool, bool)
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    while True:
+        rows = cursor.fetchmany(200_000)
+        if not rows:
+            break
+        for column, (name, dtype) in enumerate(zip(names, types)):
+            parts[name].append(np.array([row[column] for row in rows], dtype=dtype))
+    arrays = {name: np.concatenate(parts[name]) if parts[name] else np.zeros(0, dtype=dtype)
+              for name, dtype in zip(names, types)}
+    arrays["source"] = np.searchsorted(position_ids, arrays["source"])
+    return arrays
+
+
+# -- building ----------------------------------------------------------------------
+
+
+def _unsigned(zobrist: np.ndarray) -> np.ndarray:
+    return zobrist.astype(np.int64).view(np.uint64)
+
+
+def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
+    """Read ``book`` and find all its edges, transpositions included."""
+    global _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
+    started = time.perf_counter()
+    conn = book.conn
+    rows = conn.execute(
+        "SELECT p.id, p.sfen, p.zobrist, p.turn FROM positions p "
+        "WHERE EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) ORDER BY p.id"
+    ).fetchall()
+    position_ids = np.array([r[0] for r in rows], dtype=np.int64)
+    sfens = [r[1] for r in rows]
+    zobrists = _unsigned(np.array([r[2] for r in rows], dtype=np.int64))
+    turn = np.array([r[3] for r in rows], dtype=np.int8)
+    del rows
+    count = len(sfens)
+
+    index: dict[int, int] = {}
+    shared: dict[int, list[int]] = {}
+    for node, key in enumerate(zobrists.tolist()):
+        if key in index:
+            shared.setdefault(key, [index[key]] if index[key] >= 0 else []).append(node)
+            index[key] = -1
+        else:
+            index[key] = node
+    _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS = sfens, index, shared, set(index)
+    try:
+        wait = _start_children(count, workers if workers is not None
+                               else min(2, os.cpu_count() or 1))
+        try:
+            rows = _read_moves(book, position_ids)
+        except BaseException:
+            wait(cancel=True)
+            raise
+        hit_source, hit_target, hit_move, in_check = wait()
+    finally:
+        _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS = [], {}, {}, frozenset()
+
+    def keys(source: np.ndarray, move: np.ndarray) -> np.ndarray:
+        return (source.astype(np.int64) << 35) | _usi_codes(move)
+
+    hit_keys = keys(hit_source, hit_move)
+    order = np.argsort(hit_keys, kind="stable")
+    hit_keys, hit_source, hit_target, hit_move = (
+        hit_keys[order], hit_source[order], hit_target[order], hit_move[order])
+    row_keys = keys(rows["source"], rows["move"])
+    earlier = rows["earlier"]   # transposition rows of an earlier refine
+    real = ~earlier
+
+    # Book moves: an edge when the legal-move scan found the child among the nodes.
+    found, at = _sorted_member(hit_keys, row_keys[real])
+    book_target = np.where(found, hit_target[at] if len(hit_keys) else -1, -1).astype(np.int32)
+    # Earlier transposition rows that are no longer edges are removed.
+    still, _ = _sorted_member(hit_keys, row_keys[earlier])
+    stale_rows = np.nonzero(earlier)[0][~still]
+    stale = [(int(position_ids[rows["source"][i]]), rows["move"][i].decode())
+             for i in stale_rows]
+    # Transposition edges: legal moves into nodes that are not book moves.
+    real_sorted = np.sort(row_keys[real])
+    extra = ~_sorted_member(real_sorted, hit_keys)[0]
+    earlier_sorted = np.sort(row_keys[earlier])
+    tr_stored = _sorted_member(earlier_sorted, hit_keys[extra])[0]
+    linked_sorted = np.sort(row_keys[earlier & rows["linked"]])
+    tr_linked = _sorted_member(linked_sorted, hit_keys[extra])[0]
+
+    n_book = int(real.sum())
+    n_extra = int(extra.sum())
+    source = np.concatenate([rows["source"][real], hit_source[extra]])
+    target = np.concatenate([book_target, hit_target[extra]])
+    kind = np.concatenate([np.where(book_target >= 0, KIND_BOOK_EDGE, KIND_LEAF),
+                           np.full(n_extra, KIND_TRANSPOSITION)]).astype(np.int8)
+    value = np.concatenate([rows["value"][real], np.zeros(n_extra, dtype=np.int32)])
+    counts = np.concatenate([rows["count"][real], np.zeros(n_extra, dtype=np.int64)])
+    moves = np.concatenate([rows["move"][real], hit_move[extra]])
+    stored_mask = np.concatenate([np.ones(n_book, dtype=bool), tr_stored])
+    linked = np.concatenate([rows["linked"][real], tr_linked])
+    del rows
+
+    order = np.argsort(source, kind="stable")
+    indptr = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(source, minlength=count), out=indptr[1:])
+    return MinimaxGraph(
+        position_ids=position_ids, turn=turn, in_check=in_check, indptr=indptr,
+        target=target[order], kind=kind[order], value=value[order], count=counts[order],
+        move=moves[order], stored=stored_mask[order], child_linked=linked[order],
+        stale_transpositions=stale, seconds=time.perf_counter() - started)

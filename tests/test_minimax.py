@@ -1,0 +1,902 @@
+"""refine minimax: values over the book graph against a plain recursive negamax.
+
+The reference here is written from the rules only (cshogi and the standard
+library): it finds every legal move into a book position by pushing it and
+comparing sfens, and values each position by a recursive negamax over the
+game that starts there, with the positions of the game so far on a path
+(a move back onto the path ends the game: the mover's draw value, or a loss
+for a side that gave check with every move since) and a memo for positions
+that lie on no cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sqlite3
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cshogi
+import pytest
+
+from conftest import PYTHON, ROOT, key_of, parse_db2016, run_cli, write_db2016
+
+MATE = 30000
+START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
+
+
+# ------------------------------------------------------------------ the reference
+
+
+def cp(per_mille: int) -> int:
+    p = per_mille / 1000
+    if p >= 1 - 1e-12:
+        return MATE
+    if p <= 1e-12:
+        return -MATE
+    return int(round(max(-MATE, min(MATE, -math.log(1 / p - 1) * 756))))
+
+
+@dataclass
+class RefBook:
+    """Positions with their book moves (move -> (value, count)) and, computed by
+    brute force, every legal move into a book position."""
+
+    moves: dict[str, dict[str, tuple[int | None, int]]]
+    turn: dict[str, int] = field(default_factory=dict)
+    in_check: dict[str, bool] = field(default_factory=dict)
+    children: dict[str, dict[str, str]] = field(default_factory=dict)  # move -> child node
+    on_cycle: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        board = cshogi.Board()
+        for sfen in self.moves:
+            board.set_sfen(sfen + " 1")
+            self.turn[sfen] = board.turn
+            self.in_check[sfen] = board.is_check()
+            found = {}
+            for move in board.legal_moves:
+                board.push(move)
+                child = key_of(board)
+                board.pop()
+                if child in self.moves:
+                    found[cshogi.move_to_usi(move)] = child
+            self.children[sfen] = found
+        for sfen in self.moves:   # on a cycle: reaches itself
+            seen, todo = set(), list(self.children[sfen].values())
+            while todo:
+                node = todo.pop()
+                if node == sfen:
+                    self.on_cycle.add(sfen)
+                    break
+                if node not in seen:
+                    seen.add(node)
+                    todo.extend(self.children[node].values())
+
+    def options(self, sfen: str, leaf_value=None) -> list[tuple[str, str | None, int]]:
+        """(move, child node or None, leaf value) of every option."""
+        result = []
+        for move, (value, _count) in self.moves[sfen].items():
+            if move not in self.children[sfen]:
+                v = 0 if value is None else max(-MATE, min(MATE, value))
+                if leaf_value is not None:
+                    v = leaf_value(sfen, move)
+                result.append((move, None, v))
+        for move, child in self.children[sfen].items():
+            result.append((move, child, 0))
+        return result
+
+
+INF = math.inf
+
+
+def ref_key(value: int, depth: float, draw: int) -> tuple:
+    """Larger is better for a mover whose draw value is ``draw``."""
+    return (value, -depth) if value >= draw else (value, depth)
+
+
+class Reference:
+    """Recursive negamax over a RefBook, one game per owner colour (the draw value
+    of a repetition is the owner's; both colours' coincide when they sum to 1000)."""
+
+    def __init__(self, book: RefBook, draw_black: int = 500, draw_white: int = 500,
+                 leaf_value=None) -> None:
+        self.book, self.leaf_value = book, leaf_value
+        self.draws = {0: cp(draw_black), 1: -cp(draw_white)}   # black's view, per owner
+        self.memo: dict[int, dict[str, tuple[int, float]]] = {0: {}, 1: {}}
+
+    def value(self, root: str, owner: int | None = None) -> tuple[int, float]:
+        """(value, depth) of the game starting at ``root`` for its side to move."""
+        book = self.book
+        owner = book.turn[root] if owner is None else owner
+        R = self.draws[owner]
+        memo = self.memo[owner]
+        path: list[str] = []
+
+        def negamax(node: str) -> tuple[int, float]:
+            if node in memo:
+                return memo[node]
+            path.append(node)
+            black = book.turn[node] == 0
+            draw = R if black else -R
+            best = None
+            for _move, child, leaf in book.options(node, self.leaf_value):
+                if child is None:
+                    line = (leaf, 0)
+                elif child in path:
+                    stretch = path[path.index(child):]
+                    black_checks = all(book.in_check[p] for p in stretch if book.turn[p] == 1)
+                    white_checks = all(book.in_check[p] for p in stretch if book.turn[p] == 0)
+                    outcome = R
+                    if black_checks and not white_checks:
+                        outcome = -MATE
+                    elif white_checks and not black_checks:
+                        outcome = MATE
+                    line = (outcome if black else -outcome, INF)
+                else:
+                    v, d = negamax(child)
+                    line = (-v, d + 1)
+                if best is None or ref_key(*line, draw) > ref_key(*best, draw):
+                    best = line
+            path.pop()
+            if node not in book.on_cycle:
+                memo[node] = best
+            return best
+
+        return negamax(root)
+
+    def all_values(self) -> tuple[dict, dict]:
+        """{sfen: (value, depth)} and {(sfen, move): (value, depth)}, movers' views."""
+        book = self.book
+        positions = {sfen: self.value(sfen) for sfen in book.moves}
+        options = {}
+        for sfen in book.moves:
+            for move, child, leaf in book.options(sfen, self.leaf_value):
+                if child is None:
+                    options[(sfen, move)] = (leaf, 0)
+                else:
+                    v, d = self.value(child, owner=book.turn[sfen])
+                    options[(sfen, move)] = (-v, d + 1)
+        return positions, options
+
+
+# ------------------------------------------------------------------ books
+
+
+SHUFFLES = ("5i5h", "5h5i", "5a5b", "5b5a", "2h3h", "3h2h", "8b7b", "7b8b")
+PUSHES = ("7g7f", "3c3d", "2g2f", "8c8d", "1g1f", "9c9d", "6g6f", "4c4d")
+VALUES = (-300, -100, -50, 0, 0, 0, 50, 100, 300, None)
+
+
+def legal_map(board: cshogi.Board) -> dict[str, int]:
+    return {cshogi.move_to_usi(m): m for m in board.legal_moves}
+
+
+def shuffle_book(seed: int, positions: int = 40, shuffles=SHUFFLES, pushes=PUSHES,
+                 values=VALUES, extra_leaves: int = 2, push_rate: float = 0.3,
+                 start: str = START, rng: random.Random | None = None, branching: int = 1
+                 ) -> dict[str, dict]:
+    """A book over king/rook shuffles (cycles) and pawn pushes (exits to other
+    cycles), grown in random order; some other legal moves as leaf moves."""
+    rng = rng or random.Random(seed)
+    board = cshogi.Board()
+    book: dict[str, dict] = {}
+    queue = [start]
+    while queue and len(book) < positions:
+        sfen = queue.pop(rng.randrange(len(queue)))
+        if sfen in book:
+            continue
+        board.set_sfen(sfen + " 1")
+        legal = legal_map(board)
+        cycle_moves = [u for u in shuffles if u in legal]
+        exit_moves = [u for u in pushes if u in legal]
+        chosen = rng.sample(cycle_moves, rng.randint(min(1, len(cycle_moves)),
+                                                     min(2, len(cycle_moves))))
+        if exit_moves and (not chosen or rng.random() < push_rate):
+            chosen += rng.sample(exit_moves, rng.randint(1, min(branching, len(exit_moves))))
+        others = [u for u in legal if u not in chosen]
+        leaves = rng.sample(others, rng.randint(0 if chosen else 1,
+                                                min(extra_leaves, len(others))))
+        if not chosen + leaves:
+            continue
+        book[sfen] = {u: (rng.choice(values), rng.randint(1, 50)) for u in chosen + leaves}
+        for usi in chosen:
+            board.push(legal[usi])
+            queue.append(key_of(board))
+            board.pop()
+    return book
+
+
+def tree_book(seed: int, positions: int = 40, values=VALUES) -> dict[str, dict]:
+    """Random walks from the start: transpositions, no cycles (pawn pushes only)."""
+    return shuffle_book(seed, positions, shuffles=(), values=values, push_rate=1.0,
+                        pushes=PUSHES + ("5g5f", "5c5d", "4g4f", "6c6d"), branching=2)
+
+
+def blocks_of(book: dict[str, dict]) -> list[tuple[str, list[tuple]]]:
+    return [(f"{sfen} 0", [(move, None, value, 5, count)
+                           for move, (value, count) in moves.items()])
+            for sfen, moves in book.items()]
+
+
+def import_book(tmp_path: Path, book: dict[str, dict], name: str = "book") -> Path:
+    source = write_db2016(tmp_path / f"{name}.db", blocks_of(book))
+    target = tmp_path / f"{name}.sqlite"
+    run_cli("import", source, "-b", target)
+    return target
+
+
+def stored_values(path: Path) -> tuple[dict, dict]:
+    """({sfen: (value, depth)}, {(sfen, move): (value, depth)}) as refine stored them."""
+    conn = sqlite3.connect(path)
+    try:
+        positions = {sfen: (v, INF if d is None else d) for sfen, v, d in conn.execute(
+            "SELECT sfen, minimax_value, minimax_depth FROM positions "
+            "WHERE id IN (SELECT position_id FROM moves)")}
+        moves = {(sfen, move): (v, INF if d is None else d) for sfen, move, v, d in conn.execute(
+            "SELECT p.sfen, m.move, m.minimax_value, m.minimax_depth FROM moves m "
+            "JOIN positions p ON p.id = m.position_id")}
+    finally:
+        conn.close()
+    return positions, moves
+
+
+# A white king chased by a black rook along rank a / rank e (every rook move gives
+# check), and the colour-swapped position: perpetual check by black, by white.
+CHECKED_WHITE = "4k4/9/9/9/4R4/9/9/9/4K4 w -"
+CHECKED_BLACK = "4k4/9/9/9/4r4/9/9/9/4K4 b -"
+CHASE = ("5a4a", "4a5a", "5a6a", "6a5a", "5e4e", "4e5e", "5e6e", "6e5e", "5i5h", "5h5i",
+         "5i4i", "4i5i", "5i6i", "6i5i", "5a5b", "5b5a", "4a4b", "4b4a")
+
+
+def check_book(seed: int, positions: int = 30, values=VALUES) -> dict[str, dict]:
+    """Books around perpetual-check loops of either colour, with king shuffles that
+    break them and leaf moves as exits."""
+    rng = random.Random(seed)
+    start = CHECKED_WHITE if seed % 2 == 0 else CHECKED_BLACK
+    return shuffle_book(seed, positions, shuffles=CHASE, pushes=(), values=values,
+                        extra_leaves=2, start=start, rng=rng)
+
+
+def trusted(book: dict[str, dict]):
+    """dlshogi's trusted score of each book move: the minimum stored value of the
+    position's moves up to it in count order (count desc, then value desc, then move)."""
+    scores = {}
+    for sfen, moves in book.items():
+        def stored(move):
+            value = moves[move][0]
+            return 0 if value is None else max(-MATE, min(MATE, value))
+        running = MATE
+        for move in sorted(moves, key=lambda m: (-moves[m][1], -stored(m), m)):
+            running = min(running, stored(move))
+            scores[(sfen, move)] = running
+    return lambda sfen, move: scores[(sfen, move)]
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def refine(path: Path, *args: object) -> dict:
+    return json.loads(run_cli("refine", "minimax", "-b", path, "--json", *args).stdout)
+
+
+def assert_matches_reference(path: Path, book: dict[str, dict], draw_black: int = 500,
+                             draw_white: int = 500, leaf_value=None) -> None:
+    got_positions, got_moves = stored_values(path)
+    want_positions, want_moves = Reference(RefBook(book), draw_black, draw_white,
+                                           leaf_value).all_values()
+    assert got_positions == want_positions
+    assert got_moves == want_moves   # book moves and every transposition edge
+
+
+def cycle_of(start: str, moves: list[str]) -> list[str]:
+    board = cshogi.Board(start + " 1")
+    positions = []
+    for usi in moves:
+        positions.append(key_of(board))
+        board.push_usi(usi)
+    assert key_of(board) == positions[0], "the moves must return to the start"
+    return positions
+
+
+# ------------------------------------------------------------------ against the reference
+
+
+DRAWS = [(500, 500), (300, 700), (400, 400), (650, 600), (0, 1000), (1000, 1000), (520, 480)]
+
+
+# Seeds and sizes keep the reference (exponential on cycles) under a second each.
+@pytest.mark.parametrize("seed, size", [*((s, 30) for s in range(12)), (1, 40), (3, 40)])
+def test_books_with_many_cycles_match_the_reference(tmp_path, seed, size):
+    book = shuffle_book(seed, positions=size, push_rate=0.15)
+    path = import_book(tmp_path, book)
+    draw_black, draw_white = DRAWS[seed % len(DRAWS)]
+    summary = refine(path, "--draw-value-black", draw_black, "--draw-value-white", draw_white)
+    assert summary["cycle_components"] >= 1 and summary["positions_in_cycles"] >= 4
+    assert_matches_reference(path, book, draw_black, draw_white)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_books_without_cycles_match_the_reference(tmp_path, seed):
+    book = tree_book(seed, positions=60)
+    path = import_book(tmp_path, book)
+    summary = refine(path)
+    assert summary["cycle_components"] == 0
+    assert summary["transposition_edges"] >= 1   # moves orders that meet
+    assert_matches_reference(path, book)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 5, 6, 11, 12, 15, 17, 26])  # with checking cycles
+def test_perpetual_check_books_match_the_reference(tmp_path, seed):
+    book = check_book(seed, positions=24)
+    path = import_book(tmp_path, book)
+    draw_black, draw_white = DRAWS[seed % 3]
+    summary = refine(path, "--draw-value-black", draw_black, "--draw-value-white", draw_white)
+    assert summary["checking_components"] >= 1
+    assert summary["checking_components_searched"] == summary["checking_components"]
+    assert_matches_reference(path, book, draw_black, draw_white)
+
+
+def test_random_books_match_the_reference_through_the_api(tmp_path):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from refine.minimax import refine_minimax
+
+    counter = iter(range(10**6))
+
+    @settings(max_examples=12, deadline=None, derandomize=True)
+    @given(seed=st.integers(0, 10**6), size=st.sampled_from([10, 20, 30]),
+           draws=st.sampled_from(DRAWS), kind=st.sampled_from(["shuffle", "check", "tree"]),
+           values=st.sampled_from([VALUES, (-1, 0, 1), (-MATE, 0, MATE, 7), (-200, 200)]))
+    def check(seed, size, draws, kind, values):
+        book = {"shuffle": shuffle_book, "check": check_book, "tree": tree_book}[kind](
+            seed, size, values=values)
+        work = tmp_path / f"h{next(counter)}"
+        work.mkdir()
+        path = import_book(work, book)
+        refine_minimax(path, draw_value_black=draws[0], draw_value_white=draws[1])
+        assert_matches_reference(path, book, *draws)
+
+    check()
+
+
+# ------------------------------------------------------------------ hand-computed cases
+
+
+# The kings step aside and back: 5i5h 5a5b 5h5i 5b5a returns to the start.
+KING_WALTZ = ["5i5h", "5a5b", "5h5i", "5b5a"]
+
+
+def waltz_book(exit_value: int) -> tuple[dict[str, dict], list[str]]:
+    """The four positions of the waltz, each with its waltz move and a leaf exit
+    (a pawn push) worth ``exit_value`` to the side to move."""
+    cycle = cycle_of(START, KING_WALTZ)
+    exits = ["7g7f", "3c3d", "7g7f", "3c3d"]
+    book = {sfen: {move: (None, 5), exit: (exit_value, 10)}
+            for sfen, move, exit in zip(cycle, KING_WALTZ, exits)}
+    return book, cycle
+
+
+@pytest.mark.parametrize("draws, expected", [
+    # A repetition is worth 0: better than the exits, nobody leaves, no depth.
+    ((500, 500), [(0, INF)] * 4),
+    # Both sides dislike draws (-641 cp): the side to move leaves at once, since
+    # the opponent would complete the repetition.
+    ((300, 300), [(-500, 0)] * 4),
+    # Both like draws (+641): the side to move goes on; the opponent, who would
+    # otherwise let the mover complete the repetition, leaves: +500 in one ply.
+    ((700, 700), [(500, 1)] * 4),
+    # Black dislikes draws, white likes them (values sum to 1000: one game).
+    ((300, 700), [(-500, 0), (500, 1), (-500, 0), (500, 1)]),
+])
+def test_repetition_uses_each_sides_draw_value(tmp_path, draws, expected):
+    book, cycle = waltz_book(-500)
+    path = import_book(tmp_path, book)
+    summary = refine(path, "--draw-value-black", draws[0], "--draw-value-white", draws[1])
+    assert summary["cycle_components"] == 1 and summary["positions_in_cycles"] == 4
+    positions, _ = stored_values(path)
+    assert [positions[sfen] for sfen in cycle] == expected
+    assert_matches_reference(path, book, *draws)
+
+
+def chase_book(exit_black: int, exit_white: int, checker: str = "black"
+               ) -> tuple[dict[str, dict], list[str]]:
+    """The rook checks the king on every move while the king steps back and forth:
+    [checked side to move, checker, checked, checker]; each has a leaf exit."""
+    if checker == "black":
+        cycle = cycle_of(CHECKED_WHITE, ["5a4a", "5e4e", "4a5a", "4e5e"])
+        moves = ["5a4a", "5e4e", "4a5a", "4e5e"]
+        exits = ["5a6a", "5i5h", "4a3a", "5i5h"]
+        values = [exit_white, exit_black, exit_white, exit_black]
+    else:
+        cycle = cycle_of(CHECKED_BLACK, ["5i4i", "5e4e", "4i5i", "4e5e"])
+        moves = ["5i4i", "5e4e", "4i5i", "4e5e"]
+        exits = ["5i6i", "5a5b", "4i3i", "5a5b"]
+        values = [exit_black, exit_white, exit_black, exit_white]
+    book = {sfen: {move: (None, 5), exit: (value, 10)}
+            for sfen, move, exit, value in zip(cycle, moves, exits, values)}
+    return book, cycle
+
+
+@pytest.mark.parametrize("checker", ["black", "white"])
+def test_perpetual_check_loses_for_the_checking_side(tmp_path, checker):
+    # Exits are bad for both (-500 for the checker, -400 for the checked side):
+    # the checker must leave before the repetition, the checked side keeps going.
+    exit_checker, exit_checked = -500, -400
+    book, cycle = chase_book(*((exit_checker, exit_checked) if checker == "black"
+                               else (exit_checked, exit_checker)), checker=checker)
+    path = import_book(tmp_path, book)
+    summary = refine(path)
+    assert summary["checking_components"] == 1
+    positions, moves = stored_values(path)
+    # checked side to move: +500 in three plies (the checker leaves at -500);
+    # checker to move: -500, and two plies longer is better when losing.
+    assert [positions[s] for s in cycle] == [(500, 3), (-500, 2), (500, 3), (-500, 2)]
+    assert_matches_reference(path, book)
+
+
+def test_perpetual_check_is_a_win_for_the_checked_side_without_exits(tmp_path):
+    # The checker's exits are mated lines: everything loses for it, and losing it
+    # prefers the longest line, the perpetual check (infinitely long).
+    book, cycle = chase_book(-MATE, 100, checker="black")
+    path = import_book(tmp_path, book)
+    refine(path)
+    positions, _ = stored_values(path)
+    assert positions[cycle[1]] == (-MATE, INF)
+    assert positions[cycle[0]] == (MATE, INF)
+    assert_matches_reference(path, book)
+
+
+def test_ties_prefer_short_wins_and_long_losses(tmp_path):
+    """P: leaf 7g7f +100, or 2g2f into C where white's only move is worth -100 to
+    white (+100 to black, one ply longer)."""
+    board = cshogi.Board()
+    start = key_of(board)
+    board.push_usi("2g2f")
+    child = key_of(board)
+    book = {start: {"7g7f": (100, 10), "2g2f": (None, 5)}, child: {"3c3d": (-100, 7)}}
+    path = import_book(tmp_path, book)
+    refine(path)
+    positions, moves = stored_values(path)
+    assert positions[start] == (100, 0)            # winning: the shorter line
+    assert moves[(start, "2g2f")] == (100, 1)
+    assert positions[child] == (-100, 0)
+    book[start]["7g7f"] = (-100, 10)
+    book[child]["3c3d"] = (100, 7)
+    path = import_book(tmp_path, book, name="losing")
+    refine(path)
+    positions, _ = stored_values(path)
+    assert positions[start] == (-100, 1)           # losing: the longer line
+    book[start]["7g7f"] = (0, 10)
+    book[child]["3c3d"] = (0, 7)
+    path = import_book(tmp_path, book, name="draw")
+    refine(path)
+    positions, _ = stored_values(path)
+    assert positions[start] == (0, 0)              # draw-valued tie: the shorter line
+
+
+# ------------------------------------------------------------------ what is stored
+
+
+def book_rows(path: Path) -> list[tuple]:
+    """Everything but the minimax columns and child links, for 'unchanged' checks."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(
+            "SELECT p.sfen, m.move, m.ponder, m.value, m.depth, m.count, m.visits, m.prior, "
+            "m.win_rate, m.eval_value, m.engine_score, m.run_id FROM moves m "
+            "JOIN positions p ON p.id = m.position_id ORDER BY p.sfen, m.move").fetchall()
+    finally:
+        conn.close()
+
+
+def test_refine_keeps_raw_values_and_adds_transposition_rows(tmp_path):
+    book = shuffle_book(3, positions=30)
+    path = import_book(tmp_path, book)
+    before = book_rows(path)
+    summary = refine(path)
+    after = book_rows(path)
+    added = [row for row in after if row not in before]
+    assert [row for row in after if row in before] == before      # nothing changed
+    ref = RefBook(book)
+    transpositions = {(sfen, move) for sfen in book for move in ref.children[sfen]
+                      if move not in book[sfen]}
+    assert {(row[0], row[1]) for row in added} == transpositions
+    assert len(added) == summary["transposition_rows_added"] == summary["transposition_edges"]
+    assert all(row[2:6] == (None, None, None, 0) for row in added)
+    conn = sqlite3.connect(path)
+    try:
+        links = conn.execute(
+            "SELECT p.sfen, m.move, c.sfen FROM moves m JOIN positions p ON p.id = m.position_id "
+            "LEFT JOIN positions c ON c.id = m.child_id").fetchall()
+    finally:
+        conn.close()
+    for sfen, move, child in links:   # every edge links its child, leaf moves none
+        assert child == ref.children[sfen].get(move)
+
+
+def test_rerun_is_idempotent_and_recorded(tmp_path):
+    book = check_book(0, positions=24)
+    path = import_book(tmp_path, book)
+    first = refine(path, "--draw-value-black", 450, "--draw-value-white", 600)
+    values = stored_values(path)
+    rows = book_rows(path)
+    second = refine(path, "--draw-value-black", 450, "--draw-value-white", 600)
+    assert stored_values(path) == values
+    assert book_rows(path) == rows
+    assert second["transposition_rows_added"] == 0 and second["transposition_rows_removed"] == 0
+    assert second["transposition_edges"] == first["transposition_edges"]
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    try:
+        runs = conn.execute("SELECT * FROM runs ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    assert [r["command"] for r in runs] == ["import", "refine minimax", "refine minimax"]
+    for run, summary in zip(runs[1:], (first, second)):
+        assert run["status"] == "done" and run["id"] == summary["run_id"]
+        assert json.loads(run["params"]) == {"draw_value_black": 450, "draw_value_white": 600,
+                                             "method": "retrograde"}
+        counts = json.loads(run["counts"])
+        for key in ("positions", "edges", "transposition_edges", "cycle_components",
+                    "positions_in_cycles", "passes"):
+            assert counts[key] == summary[key]
+        assert set(counts["seconds"]) == {"graph", "propagate", "write", "total"}
+        assert run["moves_added"] == summary["transposition_rows_added"]
+    assert runs[1]["moves_added"] == first["transposition_edges"] > 0
+
+
+def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
+    from refine import minimax
+
+    book = shuffle_book(2, positions=20)
+    path = import_book(tmp_path, book)
+    rows = book_rows(path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(minimax, "write_results", broken)
+    with pytest.raises(RuntimeError):
+        minimax.refine_minimax(path)
+    assert book_rows(path) == rows
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM positions WHERE minimax_value IS NOT NULL"
+                            ).fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
+    import numpy as np
+
+    from bookgen.store import Book
+    from refine import graph
+
+    book = shuffle_book(4, positions=60, push_rate=0.3)
+    path = import_book(tmp_path, book)
+    with Book(path) as store:
+        serial = graph.build_graph(store, workers=1)
+        monkeypatch.setattr(graph, "_PARALLEL_MIN_NODES", 0)
+        monkeypatch.setattr(graph, "_CHUNK", 7)
+        parallel = graph.build_graph(store, workers=2)
+    for name in ("position_ids", "turn", "in_check", "indptr", "target", "kind", "value",
+                 "count", "move", "stored", "child_linked"):
+        assert np.array_equal(getattr(serial, name), getattr(parallel, name)), name
+    assert serial.counts()["transposition_edges"] > 0
+
+
+# ------------------------------------------------------------------ export
+
+
+def export(path: Path, out: Path, *args: object) -> bytes:
+    run_cli("export", "-b", path, "-o", out, *args)
+    return out.read_bytes()
+
+
+def test_raw_export_is_unchanged_by_refine(tmp_path):
+    book = shuffle_book(5, positions=30)
+    path = import_book(tmp_path, book)
+    db_before = export(path, tmp_path / "a.db")
+    bin_before = export(path, tmp_path / "a.bin", "--format", "apery")
+    refine(path)
+    assert export(path, tmp_path / "b.db") == db_before
+    assert export(path, tmp_path / "c.db", "--values", "raw") == db_before
+    assert export(path, tmp_path / "b.bin", "--format", "apery") == bin_before
+    minimax_text = export(path, tmp_path / "m.db", "--values", "minimax")
+    assert minimax_text != db_before
+
+
+def test_minimax_export(tmp_path):
+    book = shuffle_book(6, positions=30)
+    path = import_book(tmp_path, book)
+    refine(path)
+    _, moves = stored_values(path)
+    positions, _ = stored_values(path)
+    text = export(path, tmp_path / "m.db", "--values", "minimax").decode()
+    parsed = parse_db2016(text)
+    ref = RefBook(book)
+    assert {sfen for sfen, _ply, _moves in parsed.blocks} == set(book)
+    tied = 0
+    for sfen, _ply, written in parsed.blocks:
+        assert {m[0] for m in written} == set(book[sfen]) | set(ref.children[sfen])
+        best_move, _ponder, best_value, best_depth, _count = written[0]
+        # The best move first, with the position's value and depth, unchanged.
+        assert (best_value, INF if best_depth is None else best_depth) == positions[sfen]
+        assert moves[(sfen, best_move)] == positions[sfen]
+        for move, _ponder, value, depth, count in written[1:]:
+            stored_value, stored_depth = moves[(sfen, move)]
+            assert (INF if depth is None else depth) == stored_depth
+            if stored_value == best_value and stored_depth != positions[sfen][1]:
+                assert value == stored_value - 1
+                tied += 1
+            else:
+                assert value == stored_value
+            assert count == (book[sfen][move][1] if move in book[sfen] else 0)
+    assert tied > 0   # the book has such ties, so the rule was exercised
+
+
+def test_minimax_export_apery(tmp_path):
+    import numpy as np
+
+    book = waltz_book(-500)[0]
+    book[START]["2g2f"] = (120, 3)
+    path = import_book(tmp_path, book)
+    refine(path)
+    run_cli("export", "-b", path, "-o", tmp_path / "m.bin", "--format", "apery",
+            "--values", "minimax")
+    records = np.fromfile(tmp_path / "m.bin", dtype=cshogi.BookEntry)
+    board = cshogi.Board()
+    mine = records[records["key"] == board.book_key()]
+    scores = {cshogi.move_to_usi(board.move_from_move16(int(r["fromToPro"]) & 0xFFFF)):
+              int(r["score"]) for r in mine}
+    # 2g2f +120 is best; the waltz comes back here for 2g2f four plies later
+    # (+120 at depth 4): same value, another depth, written one lower.
+    assert scores == {"2g2f": 120, "5i5h": 119, "7g7f": -500}
+    assert stored_values(path)[1][(START, "5i5h")] == (120, 4)
+
+
+def test_minimax_export_needs_a_refine(tmp_path):
+    path = import_book(tmp_path, tree_book(1, positions=10))
+    result = run_cli("export", "-b", path, "-o", tmp_path / "m.db", "--values", "minimax",
+                     expect=2)
+    assert "refine minimax" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m.db").exists()
+
+
+# ------------------------------------------------------------------ negascout
+
+
+def consistent_counts(book: dict[str, dict]) -> dict[str, dict]:
+    """Counts in the order of the values, so that trusted scores are the stored ones."""
+    result = {}
+    for sfen, moves in book.items():
+        ranked = sorted(moves, key=lambda m: (0 if moves[m][0] is None else moves[m][0], m))
+        result[sfen] = {m: (moves[m][0], 10 * (i + 1)) for i, m in enumerate(ranked)}
+    return result
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_negascout_agrees_with_retrograde_where_the_rules_coincide(tmp_path, seed):
+    book = consistent_counts(tree_book(seed, positions=50))
+    retro = import_book(tmp_path, book, "retro")
+    scout = import_book(tmp_path, book, "scout")
+    refine(retro)
+    summary = refine(scout, "--method", "negascout")
+    assert summary["method"] == "negascout" and summary["cycle_components"] == 0
+    assert stored_values(retro) == stored_values(scout)
+    assert_matches_reference(scout, book)
+
+
+@pytest.mark.parametrize("maker, seed", [(shuffle_book, 1), (shuffle_book, 7), (check_book, 3),
+                                         (check_book, 12), (tree_book, 2)])
+def test_negascout_matches_the_reference_with_trusted_scores(tmp_path, maker, seed):
+    book = maker(seed, 24)
+    path = import_book(tmp_path, book)
+    summary = refine(path, "--method", "negascout", "--draw-value-black", 400,
+                     "--draw-value-white", 550)
+    assert summary["negascout_components_approximated"] == 0
+    assert_matches_reference(path, book, 400, 550, leaf_value=trusted(book))
+
+
+def test_trusted_score_keeps_rare_moves_from_looking_better(tmp_path):
+    board = cshogi.Board()
+    start = key_of(board)
+    book = {start: {"7g7f": (50, 100), "2g2f": (200, 10), "5g5f": (-30, 5), "9g9f": (400, 1)}}
+    retro = import_book(tmp_path, book, "retro")
+    scout = import_book(tmp_path, book, "scout")
+    refine(retro)
+    refine(scout, "--method", "negascout")
+    assert stored_values(retro)[0][start] == (400, 0)
+    positions, moves = stored_values(scout)
+    assert positions[start] == (50, 0)
+    assert {m: moves[(start, m)][0] for m in book[start]} == {
+        "7g7f": 50, "2g2f": 50, "5g5f": -30, "9g9f": -30}
+
+
+def test_negascout_budget_falls_back_and_says_so(tmp_path):
+    from bookgen.store import Book
+    from refine.graph import build_graph
+    from refine.negascout import negascout
+
+    book = shuffle_book(11, positions=30, push_rate=0.15)
+    path = import_book(tmp_path, book)
+    with Book(path) as store:
+        graph = build_graph(store, workers=1)
+    exact = negascout(graph)
+    rough = negascout(graph, budget=5)
+    assert exact.counts["negascout_components_approximated"] == 0
+    assert rough.counts["negascout_components_approximated"] == exact.counts[
+        "cycle_components"] >= 1
+    # Positions from which no cycle can be reached do not depend on the fallback.
+    ref = RefBook(book)
+    conn = sqlite3.connect(path)
+    sfen_of = dict(conn.execute("SELECT id, sfen FROM positions").fetchall())
+    conn.close()
+
+    def reaches_cycle(sfen, seen=None):
+        seen = set() if seen is None else seen
+        if sfen in ref.on_cycle:
+            return True
+        seen.add(sfen)
+        return any(reaches_cycle(c, seen) for c in ref.children[sfen].values() if c not in seen)
+
+    acyclic = [i for i, pid in enumerate(graph.position_ids.tolist())
+               if not reaches_cycle(sfen_of[pid])]
+    assert acyclic
+    assert exact.node_value[acyclic].tolist() == rough.node_value[acyclic].tolist()
+
+
+# ------------------------------------------------------------------ command line and API
+
+
+def test_errors_are_one_line(tmp_path):
+    result = run_cli("refine", "minimax", "-b", tmp_path / "missing.sqlite", expect=2)
+    assert result.stderr.strip() == f"bookgen: error: {tmp_path / 'missing.sqlite'}: no such book"
+    path = import_book(tmp_path, tree_book(0, positions=5))
+    run_cli("refine", "minimax", "-b", path, "--draw-value-black", 1001, expect=2)
+    run_cli("refine", "minimax", "-b", path, "--method", "peta", expect=2)
+    from bookgen.errors import BookgenError
+    from refine.minimax import refine_minimax
+
+    with pytest.raises(BookgenError, match="unknown method"):
+        refine_minimax(path, method="peta")
+    with pytest.raises(BookgenError, match="per mille"):
+        refine_minimax(path, draw_value_white=-1)
+
+
+def test_python_api_and_text_output(tmp_path):
+    from refine.minimax import refine_minimax
+
+    book = waltz_book(-500)[0]
+    path = import_book(tmp_path, book)
+    summary = refine_minimax(path, draw_value_black=700, draw_value_white=700)
+    assert summary["positions"] == 4 and summary["cycle_components"] == 1
+    assert summary["transposition_edges"] == 0 and summary["leaf_moves"] == 4
+    assert summary["peak_memory_mb"] > 0
+    line = run_cli("refine", "minimax", "-b", path).stdout.strip()
+    assert line.startswith(f"{path}: run 3: retrograde minimax over 4 positions, 4 edges")
+    assert "1 cycle components with 4 positions" in line
+
+
+@pytest.mark.parametrize("code", [
+    "import refine.cli_minimax\nfrom bookgen.cli import main",
+    "from refine.cli import refine_group as main",
+    "from bookgen.cli import main",
+    "import refine.minimax, refine.negascout, bookgen.exporter\nfrom bookgen.cli import main",
+])
+def test_commands_register_in_any_import_order(code):
+    script = code + "\nimport click\ngroup = main.commands['refine'] if 'refine' in " \
+                    "main.commands else main\nprint(sorted(group.commands))"
+    done = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "minimax" in done.stdout
+
+
+def test_module_entry_point_runs_the_command(tmp_path):
+    path = import_book(tmp_path, tree_book(3, positions=8))
+    done = subprocess.run([PYTHON, "-m", "bookgen.cli", "refine", "minimax", "-b", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "retrograde minimax over" in done.stdout
+
+
+def test_a_book_changed_during_the_refine_is_left_alone(tmp_path, monkeypatch):
+    from bookgen.errors import BookgenError
+    from refine import minimax
+
+    path = import_book(tmp_path, shuffle_book(1, positions=15))
+    rows = book_rows(path)
+    real_build = minimax.build_graph
+
+    def build_while_someone_writes(store, workers=None):
+        graph = real_build(store, workers)
+        other = sqlite3.connect(path)
+        other.execute("UPDATE moves SET count = count + 1")
+        other.commit()
+        other.close()
+        return graph
+
+    monkeypatch.setattr(minimax, "build_graph", build_while_someone_writes)
+    with pytest.raises(BookgenError, match="changed by another process"):
+        minimax.refine_minimax(path)
+    assert [r[:5] + r[6:] for r in book_rows(path)] == [r[:5] + r[6:] for r in rows]
+    assert stored_values(path)[0] == {sfen: (None, INF) for sfen in stored_values(path)[0]}
+
+
+def test_large_checking_components_fall_back_and_say_so(tmp_path, monkeypatch):
+    from refine import minimax
+
+    book, cycle = chase_book(-500, -400)
+    path = import_book(tmp_path, book)
+    monkeypatch.setattr(minimax, "_EXHAUSTIVE_BUDGET", 3)
+    summary = minimax.refine_minimax(path)
+    assert summary["checking_components"] == 1
+    assert summary["checking_components_approximated"] == 1
+    assert summary["checking_components_searched"] == 0
+    positions, _ = stored_values(path)
+    # Solved as if the repetition were a plain draw: the checker keeps checking.
+    assert [positions[s] for s in cycle] == [(0, INF)] * 4
+
+
+def test_grown_book(tmp_path):
+    """A book grown by 'bookgen grow': frontier rows (children without moves) are not
+    book positions, child links exist, and grow's value/eval_value stay as they were."""
+    path = tmp_path / "grown.sqlite"
+    run_cli("grow", "-b", path, "--positions", 12, "--playouts", 8, "--min-visits", 1)
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT p.sfen, m.move, m.value, m.count FROM moves m "
+            "JOIN positions p ON p.id = m.position_id").fetchall()
+        frontier = conn.execute("SELECT count(*) FROM positions WHERE id NOT IN "
+                                "(SELECT position_id FROM moves)").fetchone()[0]
+    finally:
+        conn.close()
+    assert frontier > 0
+    book: dict[str, dict] = {}
+    for sfen, move, value, count in rows:
+        book.setdefault(sfen, {})[move] = (value, count)
+    before = book_rows(path)
+    summary = refine(path)
+    assert summary["positions"] == len(book) and summary["child_links_added"] == 0
+    assert_matches_reference(path, book)
+    assert [r for r in book_rows(path) if r in before] == before
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM positions WHERE minimax_value IS NOT NULL "
+                            "AND id NOT IN (SELECT position_id FROM moves)").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_grow_stats_and_show_ignore_refines_transposition_rows(tmp_path):
+    """After refine minimax, growing continues on the book's own moves only, and
+    stats/show count the book's moves, not refine's transposition rows."""
+    import sqlite3
+
+    from bookgen.grow import grow
+
+    book = tmp_path / "book.sqlite"
+    grow(book, playouts=20, positions=15, seed=4, progress=False)
+    before_stats = json.loads(run_cli("stats", "--json", "-b", book).stdout)
+    run_cli("refine", "minimax", "-b", book)
+    conn = sqlite3.connect(book)
+    added = conn.execute("SELECT count(*) FROM moves WHERE count = 0 AND value IS NULL"
+                         ).fetchone()[0]
+    conn.close()
+    after_stats = json.loads(run_cli("stats", "--json", "-b", book).stdout)
+    assert after_stats["moves"] == before_stats["moves"]
+    grow(book, playouts=20, positions=5, seed=5, progress=False)
+    conn = sqlite3.connect(book)
+    still = conn.execute("SELECT count(*) FROM moves WHERE count = 0 AND value IS NULL"
+                         ).fetchone()[0]
+    conn.close()
+    assert still >= added  # grow left refine's rows alone (no values written into them)
