@@ -53,7 +53,7 @@ from bookgen.errors import BookgenError
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
 from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
-from bookgen.store import DEFAULT_BOOK, Book, now
+from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book, now
 from bookgen.values import MATE_VALUE
 from refine.search import BookIndex, EngineSettings, matching_runs, search
 
@@ -383,7 +383,8 @@ def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
     engine's score, child linked), so that what grows behind it reaches the
     position's value. Returns 1 if a move was added, 0 if it was a book move."""
     conn = store.conn
-    if conn.execute("SELECT 1 FROM moves WHERE position_id = ? AND move = ?",
+    if conn.execute(f"SELECT 1 FROM moves m WHERE position_id = ? AND move = ? "
+                    f"AND NOT {TRANSPOSITION_ROW_SQL}",
                     (mistake.position_id, mistake.engine_move)).fetchone():
         return 0
     child_sfen = board_key(child_board)
@@ -398,9 +399,13 @@ def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
                  run_id)).lastrowid
         else:
             child_id = row[0]
+        # A transposition row refine minimax added for this move becomes a book move.
         conn.execute(
             "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
-            "eval_value, run_id) VALUES (?, ?, NULL, ?, ?, 1, ?, ?, ?)",
+            "eval_value, run_id) VALUES (?, ?, NULL, ?, ?, 1, ?, ?, ?) "
+            "ON CONFLICT(position_id, move) DO UPDATE SET value = excluded.value, "
+            "depth = excluded.depth, count = 1, child_id = excluded.child_id, "
+            "eval_value = excluded.eval_value, run_id = excluded.run_id",
             (mistake.position_id, mistake.engine_move, mistake.engine_value,
              mistake.engine_depth, child_id, mistake.engine_value, run_id))
     return 1
