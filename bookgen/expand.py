@@ -11,11 +11,9 @@ with its own evaluator; a distributed backend would implement the same
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +22,7 @@ import cshogi
 from bookgen.evaluators import Evaluation, Evaluator, make_evaluator
 from bookgen.mcts import BookMoveChoice, Mcts, SearchSettings, select_book_moves
 from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
+from bookgen.workers import WorkerPool
 
 
 @dataclass
@@ -152,36 +151,24 @@ def _worker_expand(sfen: str) -> ExpansionResult:
 
 
 class ProcessBackend:
-    """``workers`` processes, each with its own evaluator (engine or model).
-
-    A worker that dies (crash, kill) breaks the pool: the pending expansions
-    fail with an error instead of hanging.
-    """
+    """``workers`` processes, each with its own evaluator (engine or model)."""
 
     def __init__(self, spec: str, options: dict[str, Any], settings: ExpansionSettings,
                  workers: int) -> None:
-        self.workers = workers
-        # spawn, not fork: a parent that has loaded torch (OpenMP thread pools)
-        # or started engine reader threads is not safe to fork.
-        self.executor = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_worker_init, initargs=(spec, options, settings))
-        self.futures: set[Future[ExpansionResult]] = set()
+        self.pool: WorkerPool[ExpansionResult] = WorkerPool(
+            workers, _worker_init, (spec, options, settings))
 
     def capacity(self) -> int:
-        return self.workers
+        return self.pool.capacity()
 
     def submit(self, sfen: str) -> None:
-        self.futures.add(self.executor.submit(_worker_expand, sfen))
+        self.pool.submit(_worker_expand, sfen)
 
     def collect(self) -> list[ExpansionResult]:
-        done, self.futures = wait(self.futures, return_when=FIRST_COMPLETED)
-        return [future.result() for future in done]
+        return self.pool.collect()
 
     def close(self) -> None:
-        for future in self.futures:
-            future.cancel()
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.pool.close()
 
 
 def make_backend(spec: str, options: dict[str, Any], settings: ExpansionSettings,

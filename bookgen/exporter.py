@@ -22,33 +22,12 @@ from bookgen.errors import BookgenError
 from bookgen.formats.apery import export_records
 from bookgen.formats.db2016 import write_db2016
 from bookgen.progress import progress_bar
-from bookgen.store import DEFAULT_BOOK, Book, BookMove, sort_moves
-from refine.graph import REFINE_MINIMAX_COMMAND, TRANSPOSITION_ROW_SQL
+from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove
 
 EXPORT_FORMATS = ("db2016", "apery")
 EXPORT_VALUES = ("raw", "minimax")
 
 Block = tuple[str, "int | None", list[BookMove]]
-
-
-def _raw_blocks(store: Book) -> Iterator[Block]:
-    """Every position with book moves, sorted by sfen, moves best first (as
-    :meth:`Book.iter_blocks`, without refine's transposition rows)."""
-    cursor = store.conn.execute(
-        "SELECT p.sfen, p.ply, m.move, m.ponder, m.value, m.depth, m.count "
-        "FROM positions p JOIN moves m ON m.position_id = p.id "
-        f"WHERE NOT {TRANSPOSITION_ROW_SQL} ORDER BY p.sfen")
-    current: str | None = None
-    ply: int | None = None
-    block: list[BookMove] = []
-    for sfen, row_ply, move, ponder, value, depth, count in cursor:
-        if sfen != current:
-            if current is not None:
-                yield current, ply, sort_moves(block)
-            current, ply, block = sfen, row_ply, []
-        block.append(BookMove(move, ponder, value, depth, count))
-    if current is not None:
-        yield current, ply, sort_moves(block)
 
 
 def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
@@ -132,7 +111,7 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
         try:
             with progress_bar(total=total, unit="pos", desc=f"writing {out.name}",
                               disable=None if progress else True) as bar:
-                source = _raw_blocks(store) if values == "raw" else _minimax_blocks(store)
+                source = store.iter_blocks() if values == "raw" else _minimax_blocks(store)
 
                 def blocks() -> Iterator[Block]:
                     for block in source:

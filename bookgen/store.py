@@ -289,10 +289,12 @@ class Book:
         return sort_moves([BookMove(*row) for row in rows])
 
     def iter_blocks(self) -> Iterator[tuple[str, int | None, list[BookMove]]]:
-        """Every position that has moves, sorted by sfen, with its moves best first."""
+        """Every position that has moves, sorted by sfen, with its moves best first
+        (the book's own moves: refine's transposition rows are left out)."""
         cursor = self.conn.execute(
             "SELECT p.sfen, p.ply, m.move, m.ponder, m.value, m.depth, m.count "
-            "FROM positions p JOIN moves m ON m.position_id = p.id ORDER BY p.sfen")
+            "FROM positions p JOIN moves m ON m.position_id = p.id "
+            f"WHERE NOT {TRANSPOSITION_ROW_SQL} ORDER BY p.sfen")
         current: str | None = None
         ply: int | None = None
         block: list[BookMove] = []

@@ -35,14 +35,12 @@ as ``failed``.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,6 +56,7 @@ from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
 from bookgen.usi import SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info
 from bookgen.values import MATE_VALUE
+from bookgen.workers import WorkerPool
 
 __all__ = [
     "SELECTIONS", "AnalysisResult", "BookIndex", "EngineSettings", "SearchSummary",
@@ -366,30 +365,24 @@ def _worker_analyse(position_id: int, sfen: str) -> AnalysisResult:
 
 
 class ProcessBackend:
-    """``workers`` spawned processes, each with its own engine."""
+    """``workers`` spawned processes, each with its own engine; two positions
+    queued per worker hide the round trip through the main process."""
 
     def __init__(self, settings: EngineSettings, workers: int) -> None:
-        self.workers = workers
-        self.executor = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_worker_init, initargs=(settings, os.getpid()))
-        self.futures: set[Future[AnalysisResult]] = set()
+        self.pool: WorkerPool[AnalysisResult] = WorkerPool(
+            workers, _worker_init, (settings, os.getpid()), queued_per_worker=2)
 
     def capacity(self) -> int:
-        # One queued position per worker hides the round trip through the main process.
-        return 2 * self.workers
+        return self.pool.capacity()
 
     def submit(self, position_id: int, sfen: str) -> None:
-        self.futures.add(self.executor.submit(_worker_analyse, position_id, sfen))
+        self.pool.submit(_worker_analyse, position_id, sfen)
 
     def collect(self) -> list[AnalysisResult]:
-        done, self.futures = wait(self.futures, return_when=FIRST_COMPLETED)
-        return [future.result() for future in done]
+        return self.pool.collect()
 
     def close(self) -> None:
-        for future in self.futures:
-            future.cancel()
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.pool.close()
 
 
 # --------------------------------------------------------------------------

@@ -48,13 +48,11 @@ comment from black's point of view, the convention dlshogi's
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
 import shutil
 import signal
 import time
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +70,7 @@ from bookgen.roots import read_roots
 from bookgen.rules import GameState, Outcome, Result, csa_endgame
 from bookgen.runcontrol import stop_on_interrupt
 from bookgen.values import MATE_VALUE, value_to_cp
+from bookgen.workers import WorkerPool
 
 __all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
            "selfplay"]
@@ -594,27 +593,20 @@ class _LocalRunner:
 class _ProcessRunner:
     def __init__(self, black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
                  settings: GameSettings, workers: int) -> None:
-        self.workers = workers
-        # spawn, not fork: engine reader threads and torch thread pools do not survive a fork.
-        self.executor = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-            initargs=(black, white, starts, settings))
-        self.futures: set[Future[GameRecord]] = set()
+        self.pool: WorkerPool[GameRecord] = WorkerPool(
+            workers, _worker_init, (black, white, starts, settings))
 
     def capacity(self) -> int:
-        return self.workers
+        return self.pool.capacity()
 
     def submit(self, index: int) -> None:
-        self.futures.add(self.executor.submit(_worker_play, index))
+        self.pool.submit(_worker_play, index)
 
     def collect(self) -> list[GameRecord]:
-        done, self.futures = wait(self.futures, return_when=FIRST_COMPLETED)
-        return [future.result() for future in done]
+        return self.pool.collect()
 
     def close(self) -> None:
-        for future in self.futures:
-            future.cancel()
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.pool.close()
 
 
 def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str = "builtin",
