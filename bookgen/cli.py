@@ -90,8 +90,15 @@ def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The file to write.")
 @book_option
-@click.option("--format", "fmt", type=click.Choice(["db2016", "apery"]), default="db2016",
-              show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(["db2016", "apery", "policy", "hcpe"]),
+              default="db2016", show_default=True,
+              help="Output format; policy: YaneuraOu's POLICY-DB2024 policy book (move "
+                   "counts and the best value as a win rate); hcpe: training targets, "
+                   "OUT (value and best move per position) plus OUT.policy.npy (dlshogi's "
+                   "book-to-policy probabilities, see docs/formats.md).")
+@click.option("--temperature", type=click.FloatRange(0, min_open=True), default=100.0,
+              show_default=True,
+              help="hcpe: softmax((s_i - s_max) * (1000 / T) / 754.3) over a position's moves.")
 @click.option("--values", type=click.Choice(["raw", "minimax"]), default="raw",
               show_default=True,
               help="raw: the book's own values and depths; minimax: those of 'bookgen "
@@ -99,8 +106,8 @@ def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
 @click.option("--noe", is_flag=True, help="DB2016: add a '# NOE:<positions>,SORTED' line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @reports_errors
-def export_command(output: str, book: str, fmt: str, values: str, noe: bool,
-                   as_json: bool) -> None:
+def export_command(output: str, book: str, fmt: str, temperature: float, values: str,
+                   noe: bool, as_json: bool) -> None:
     """Write the book as a DB2016 text book or an Apery/dlshogi binary book.
 
     DB2016: normalised sfens with their minimum ply, blocks sorted by sfen,
@@ -117,10 +124,10 @@ def export_command(output: str, book: str, fmt: str, values: str, noe: bool,
     from bookgen.exporter import export_book
 
     result = export_book(output, book, fmt=fmt, values=values, noe=noe,
-                         diagnostics=Diagnostics())
+                         diagnostics=Diagnostics(), temperature=temperature)
     if as_json:
         click.echo(json.dumps(result, indent=2))
-    elif fmt == "db2016":
+    elif fmt in ("db2016", "policy", "hcpe"):
         click.echo(f"{output}: {result['positions']} positions, {result['moves']} moves")
     else:
         click.echo(f"{output}: {result['records']} records for {result['positions']} "

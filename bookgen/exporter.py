@@ -17,14 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
 from bookgen.formats.apery import export_records
 from bookgen.formats.db2016 import write_db2016
+from bookgen.formats.policy import write_policy_book
+from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
 from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove
 
-EXPORT_FORMATS = ("db2016", "apery")
+EXPORT_FORMATS = ("db2016", "apery", "policy", "hcpe")
 EXPORT_VALUES = ("raw", "minimax")
 
 Block = tuple[str, "int | None", list[BookMove]]
@@ -87,7 +91,7 @@ def _check_refined(store: Book) -> None:
 
 def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = "db2016",
                 values: str = "raw", noe: bool = False, diagnostics: Diagnostics | None = None,
-                progress: bool = True) -> dict[str, Any]:
+                progress: bool = True, temperature: float = 100.0) -> dict[str, Any]:
     """Write every position that has moves to ``out``; returns what was written.
 
     The file is written beside ``out`` and renamed into place, so an
@@ -123,6 +127,20 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
                         positions, moves = write_db2016(handle, blocks(),
                                                         noe=total if noe else None)
                     result: dict[str, Any] = {"positions": positions, "moves": moves}
+                elif fmt == "hcpe":
+                    hcpe, policy = training_arrays(blocks(), temperature)
+                    hcpe.tofile(temporary)
+                    policy_out = out.with_name(out.name + ".policy.npy")
+                    policy_temporary = out.with_name(f".{policy_out.name}.{os.getpid()}.tmp")
+                    with open(policy_temporary, "wb") as handle:
+                        np.save(handle, policy)
+                    os.replace(policy_temporary, policy_out)
+                    result = {"positions": len(hcpe), "moves": len(policy),
+                              "policy_file": str(policy_out)}
+                elif fmt == "policy":
+                    with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+                        positions, moves = write_policy_book(handle, blocks())
+                    result = {"positions": positions, "moves": moves}
                 else:
                     records, result = export_records(blocks(), diagnostics)
                     records.tofile(temporary)
