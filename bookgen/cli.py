@@ -324,12 +324,14 @@ from bookgen.cli_model import model_group  # noqa: E402
 from refine.cli import refine_group  # noqa: E402
 from selfplay.cli import starts_command  # noqa: E402
 from selfplay.cli_games import selfplay_command, train_command  # noqa: E402
+from analysis.cli import suite_command  # noqa: E402
 
 main.add_command(model_group)
 main.add_command(refine_group)
 main.add_command(starts_command)
 main.add_command(selfplay_command)
 main.add_command(train_command)
+main.add_command(suite_command)
 
 if __name__ == "__main__":
     main()

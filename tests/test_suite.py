@@ -1,0 +1,89 @@
+"""bookgen suite: dlshogi's make_gokaku_sfen rule over the book."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+
+import cshogi
+
+from bookgen.grow import grow
+from conftest import run_cli
+
+START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
+
+
+def book_values(book) -> dict[str, dict[str, int]]:
+    conn = sqlite3.connect(book)
+    rows = conn.execute("SELECT p.sfen, m.move, m.value FROM moves m "
+                        "JOIN positions p ON p.id = m.position_id").fetchall()
+    conn.close()
+    result: dict[str, dict[str, int]] = {}
+    for sfen, move, value in rows:
+        result.setdefault(sfen, {})[move] = value
+    return result
+
+
+def test_suite_from_a_grown_book(tmp_path):
+    book = tmp_path / "book.sqlite"
+    grow(book, playouts=30, positions=40, seed=3, progress=False)
+    values = book_values(book)
+    out = tmp_path / "suite.txt"
+    summary = json.loads(run_cli("suite", "-b", book, "-o", out, "--max-value", "15",
+                                 "--min-ply", "2", "--max-ply", "6", "--per-line-cap", "2",
+                                 "--cap-plies", "2", "--json").stdout)
+    lines = out.read_text().splitlines()
+    assert len(lines) == summary["positions"] > 0
+    prefixes = Counter()
+    seen = set()
+    for line in lines:
+        assert line.startswith("startpos moves ")
+        board = cshogi.Board()
+        moves = line.split()[2:]
+        for move in moves:
+            key = board.sfen().rsplit(" ", 1)[0]
+            assert move in values[key], f"{line}: {move} is not a book move"
+            board.push_usi(move)
+        key = board.sfen().rsplit(" ", 1)[0]
+        assert key not in seen
+        seen.add(key)
+        assert 2 <= len(moves) + 1 <= 6
+        assert abs(max(values[key].values())) <= 15
+        prefixes[tuple(moves[:2])] += 1
+    assert max(prefixes.values()) <= 2
+
+
+def test_lines_repeating_along_best_moves_are_left_out(tmp_path):
+    lines = ["#YANEURAOU-DB2016 1.00", f"sfen {START} 1", "5i5h none 0 1 1",
+             "7g7f none -5 1 1"]
+    board = cshogi.Board()
+    for move, reply in (("5i5h", "5a5b"), ("5a5b", "5h5i"), ("5h5i", "5b5a")):
+        board.push_usi(move)
+        lines += [f"sfen {board.sfen()}", f"{reply} none 0 1 1"]
+    board = cshogi.Board()
+    board.push_usi("7g7f")
+    lines += [f"sfen {board.sfen()}", "3c3d none 0 1 1"]
+    source = tmp_path / "loop.db"
+    source.write_text("\n".join(lines) + "\n")
+    book = tmp_path / "book.sqlite"
+    run_cli("import", source, "-b", book)
+    out = tmp_path / "suite.txt"
+    run_cli("suite", "-b", book, "-o", out, "--max-value", "10")
+    # Every position on the king shuffle repeats along its best moves; only
+    # the position after 7g7f (best move 3c3d, then out of the book) remains.
+    assert out.read_text().splitlines() == ["startpos moves 7g7f"]
+
+
+def test_suite_errors(tmp_path):
+    source = tmp_path / "x.db"
+    board = cshogi.Board()
+    board.push_usi("7g7f")
+    source.write_text(f"#YANEURAOU-DB2016 1.00\nsfen {board.sfen()}\n3c3d none 0 1 1\n")
+    book = tmp_path / "book.sqlite"
+    run_cli("import", source, "-b", book)
+    result = run_cli("suite", "-b", book, "-o", tmp_path / "s.txt", expect=2)
+    assert "initial position has no book moves" in result.stderr
+    result = run_cli("suite", "-b", book, "-o", tmp_path / "s.txt", "--min-ply", "9",
+                     "--max-ply", "3", expect=2)
+    assert "above --max-ply" in result.stderr
