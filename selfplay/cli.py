@@ -43,9 +43,9 @@ from bookgen.store import DEFAULT_BOOK
 @click.option("--limit", type=click.IntRange(1), help="At most this many positions (sampled).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--values", type=click.Choice(["raw", "minimax"]), default="raw",
-              show_default=True, help="Which book values --max-value and --from principal use.")
+              show_default=True, help="Which book values --max-value uses (--from principal follows minimax values where refine stored them).")
 @click.option("--principal-margin", type=click.IntRange(0), default=0, show_default=True,
-              help="--from principal: also follow moves within this many cp of the best.")
+              help="--from principal: follow moves within this many cp of the best, from the initial position and positions no book move reaches.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @reports_errors
 def starts_command(**kwargs: Any) -> None:

@@ -7,7 +7,9 @@ weighted by visits, and written as:
 
 - ``usi``: ``startpos moves ...`` along the shortest book path from the
   initial position (what ``cshogi.cli``, ShogiHome and the match runner read),
-  ``sfen ...`` for positions the book does not reach from there;
+  ``sfen ...`` for positions the book does not reach from there (child links,
+  shortest lines and the leaves/principal selections are refine's
+  :class:`~refine.search.BookIndex`, shared with ``refine search``);
 - ``sfen``: ``sfen <sfen> <ply>`` lines;
 - ``hcp``: raw 32-byte ``cshogi.HuffmanCodedPos`` records, dlshogi's ``roots.hcp``;
 - ``psfen``: raw 32-byte ``cshogi.PackedSfen`` records (YaneuraOu).
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 import random
 import statistics
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,8 @@ import cshogi
 import numpy as np
 
 from bookgen.errors import BookgenError
-from bookgen.position import STARTPOS_SFEN, board_key
 from bookgen.store import DEFAULT_BOOK, Book
+from refine.search import BookIndex, select_positions
 
 FORMATS = ("usi", "sfen", "hcp", "psfen")
 SOURCES = ("all", "leaves", "principal", "mistakes")
@@ -63,66 +65,6 @@ def _load(store: Book, values: str) -> dict[int, BookPosition]:
     return positions
 
 
-def _children(positions: dict[int, BookPosition]) -> dict[int, list[tuple[str, int]]]:
-    """Book-position children of each position, computing links the store lacks."""
-    by_sfen = {p.sfen: p.id for p in positions.values()}
-    board = cshogi.Board()
-    result: dict[int, list[tuple[str, int]]] = {}
-    for position in positions.values():
-        edges = []
-        unlinked = [m for m in position.moves if m[2] is None or m[2] not in positions]
-        if unlinked:
-            board.set_sfen(f"{position.sfen} 1")
-        for move, _value, child in position.moves:
-            if child is None or child not in positions:
-                board.push_usi(move)
-                child = by_sfen.get(board_key(board))
-                board.pop()
-            if child is not None:
-                edges.append((move, child))
-        result[position.id] = edges
-    return result
-
-
-def _shortest_paths(positions: dict[int, BookPosition],
-                    children: dict[int, list[tuple[str, int]]]) -> dict[int, list[str]]:
-    """Moves from the initial position to every book position it reaches (BFS)."""
-    start = next((p.id for p in positions.values() if p.sfen == STARTPOS_SFEN), None)
-    if start is None:
-        return {}
-    paths = {start: []}
-    queue = deque([start])
-    while queue:
-        pid = queue.popleft()
-        for move, child in children.get(pid, []):
-            if child not in paths:
-                paths[child] = paths[pid] + [move]
-                queue.append(child)
-    return paths
-
-
-def _principal(positions: dict[int, BookPosition], children: dict[int, list[tuple[str, int]]],
-               margin: int) -> set[int]:
-    """Positions reached from the initial position by moves within ``margin`` cp of
-    the best move, for both sides."""
-    start = next((p.id for p in positions.values() if p.sfen == STARTPOS_SFEN), None)
-    if start is None:
-        return set()
-    seen = {start}
-    queue = deque([start])
-    while queue:
-        position = positions[queue.popleft()]
-        values = {move: value for move, value, _child in position.moves}
-        best = position.best
-        for move, child in children.get(position.id, []):
-            value = values.get(move)
-            if best is None or (value is not None and value >= best - margin):
-                if child not in seen:
-                    seen.add(child)
-                    queue.append(child)
-    return seen
-
-
 def _mistake_ids(store: Book) -> set[int]:
     tables = {row[0] for row in store.conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -150,13 +92,11 @@ def make_starts(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
         raise BookgenError("--min-count and --count-percentile exclude each other")
     with Book(book, create=False, readonly=True) as store:
         positions = _load(store, values)
+        index = BookIndex.load(store)  # child links, shortest lines, selections
         mistakes = _mistake_ids(store) if source == "mistakes" else set()
-    children = _children(positions)
     chosen = list(positions.values())
-    if source == "leaves":
-        chosen = [p for p in chosen if not children.get(p.id)]
-    elif source == "principal":
-        keep = _principal(positions, children, principal_margin)
+    if source in ("leaves", "principal"):
+        keep = set(select_positions(index, source, margin=principal_margin))
         chosen = [p for p in chosen if p.id in keep]
     elif source == "mistakes":
         chosen = [p for p in chosen if p.id in mistakes]
@@ -177,7 +117,7 @@ def make_starts(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
     if limit is not None and len(chosen) > limit:
         chosen = sorted(random.Random(seed).sample(chosen, limit), key=lambda p: p.sfen)
     copies = _copies(chosen, weight)
-    paths = _shortest_paths(positions, children) if fmt == "usi" else {}
+    paths = index.paths_from_start() if fmt == "usi" else {}
     written = _write(Path(out), fmt, chosen, copies, paths)
     plies = Counter(p.ply for p in chosen)
     bests = [p.best for p in chosen if p.best is not None]

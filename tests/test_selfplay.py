@@ -235,7 +235,6 @@ def test_score_adjudication_resigns_and_records_the_loss(tmp_path):
         assert info.records == info.plies + 1
 
 
-@pytest.mark.skipif(not Path(FAIRY).exists(), reason="fairy-stockfish not installed")
 def test_fairy_stockfish_against_the_builtin(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
     summary = selfplay(starts, 1, tmp_path / "out.hcpe", black=f"usi:{FAIRY}",
