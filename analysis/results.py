@@ -1,0 +1,408 @@
+"""Match results files: the SQLite schema, the writer the match runner uses, and loaders.
+
+A results file is one SQLite database (``RESULTS.sqlite``) that plain SQLite
+tools can read; ``docs/schema.md`` documents it. Its version is in ``PRAGMA
+user_version`` and in ``meta``. Tables:
+
+- ``matches``: one row per match schedule (``key`` is a fingerprint of the
+  settings that decide which games are played; rerunning the same command
+  finds its row and plays only the games still missing);
+- ``players``: every player's name, spec, options and USI identity;
+- ``games``: one row per finished game, keyed by ``(match_id, game_key)``.
+  ``pair`` groups the two games of an opening played with colours swapped
+  (the sampling unit of the pentanomial statistics).
+
+:func:`load_games` reads results files and PGN files written by other tools
+(cutechess, ``cshogi.cli``; sente is "White" there) into :class:`Game`
+records, the common input of ratings, SPRT and outcome statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bookgen.errors import BookgenError
+
+__all__ = ["RESULTS_SCHEMA_VERSION", "Game", "ResultsFile", "load_games", "read_pgn",
+           "write_pgn_game"]
+
+RESULTS_SCHEMA_VERSION = 1
+RESULTS_KIND = "bookgen-results"
+
+RESULT_BLACK, RESULT_WHITE, RESULT_DRAW = "black", "white", "draw"
+_PGN_RESULTS = {RESULT_BLACK: "1-0", RESULT_WHITE: "0-1", RESULT_DRAW: "1/2-1/2"}
+
+_SCHEMA = [
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """
+    CREATE TABLE matches (
+        id          INTEGER PRIMARY KEY,
+        key         TEXT NOT NULL UNIQUE,
+        settings    TEXT NOT NULL,
+        scheduled   INTEGER NOT NULL,
+        started_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        status      TEXT NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('running', 'done', 'interrupted', 'failed', 'stopped'))
+    )
+    """,
+    """
+    CREATE TABLE players (
+        name     TEXT PRIMARY KEY,
+        spec     TEXT NOT NULL,
+        options  TEXT NOT NULL DEFAULT '{}',
+        engine   TEXT,
+        author   TEXT
+    )
+    """,
+    """
+    CREATE TABLE games (
+        id            INTEGER PRIMARY KEY,
+        match_id      INTEGER NOT NULL REFERENCES matches(id),
+        game_key      TEXT NOT NULL,
+        round         INTEGER NOT NULL,
+        pair          INTEGER NOT NULL,
+        opening_index INTEGER,
+        opening       TEXT,
+        start_sfen    TEXT NOT NULL,
+        black         TEXT NOT NULL,
+        white         TEXT NOT NULL,
+        result        TEXT NOT NULL CHECK (result IN ('black', 'white', 'draw')),
+        reason        TEXT NOT NULL,
+        detail        TEXT NOT NULL DEFAULT '',
+        plies         INTEGER NOT NULL,
+        moves         TEXT NOT NULL,
+        black_ms      INTEGER,
+        white_ms      INTEGER,
+        started_at    TEXT,
+        finished_at   TEXT NOT NULL,
+        UNIQUE (match_id, game_key)
+    )
+    """,
+    "CREATE INDEX games_players ON games(black, white)",
+]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------------------
+# the common record
+
+
+@dataclass(frozen=True)
+class Game:
+    """One finished game, whatever file it came from.
+
+    ``result`` is ``"black"``, ``"white"`` or ``"draw"`` (black = sente =
+    PGN "White"). ``pair`` identifies the colour-swapped pair the game
+    belongs to (None when unknown); the two games of a complete pair share
+    it and have their players swapped.
+    """
+
+    black: str
+    white: str
+    result: str
+    reason: str = ""
+    plies: int = 0
+    pair: str | None = None
+    opening: str | None = None
+    source: str = ""
+
+    @property
+    def black_score(self) -> float:
+        return {RESULT_BLACK: 1.0, RESULT_WHITE: 0.0}.get(self.result, 0.5)
+
+    def score_for(self, player: str) -> float:
+        """Points ``player`` scored in this game (1, 1/2 or 0)."""
+        if player == self.black:
+            return self.black_score
+        if player == self.white:
+            return 1.0 - self.black_score
+        raise ValueError(f"{player!r} did not play this game")
+
+    @property
+    def winner(self) -> str | None:
+        return {RESULT_BLACK: self.black, RESULT_WHITE: self.white}.get(self.result)
+
+    @property
+    def loser(self) -> str | None:
+        return {RESULT_BLACK: self.white, RESULT_WHITE: self.black}.get(self.result)
+
+
+# --------------------------------------------------------------------------
+# the SQLite file
+
+
+class ResultsFile:
+    """A results file opened for writing (created when missing).
+
+    Every :meth:`add_game` is its own transaction, so a killed match keeps
+    every game it finished.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise BookgenError(f"{self.path}: is a directory")
+        if not self.path.parent.is_dir():
+            raise BookgenError(f"{self.path}: directory {self.path.parent} does not exist")
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            if existed:
+                check_results_file(self.db, self.path)
+            else:
+                self._create()
+        except sqlite3.DatabaseError as error:
+            raise BookgenError(f"{self.path}: not a results file ({error})") from None
+
+    def _create(self) -> None:
+        with self.transaction() as db:
+            for statement in _SCHEMA:
+                db.execute(statement)
+            db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("kind", RESULTS_KIND), ("schema_version", str(RESULTS_SCHEMA_VERSION)),
+                ("created_at", _now())])
+            db.execute(f"PRAGMA user_version = {RESULTS_SCHEMA_VERSION}")
+
+    class _Transaction:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, kind: object, *exc: object) -> None:
+            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+    def transaction(self) -> _Transaction:
+        return self._Transaction(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> ResultsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- matches and players ---------------------------------------------
+
+    def begin_match(self, key: str, settings: dict[str, Any], scheduled: int) -> int:
+        """The id of the match with this key (created when new); marks it running."""
+        with self.transaction() as db:
+            row = db.execute("SELECT id FROM matches WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                db.execute("UPDATE matches SET status = 'running', updated_at = ? WHERE id = ?",
+                           (_now(), row["id"]))
+                return int(row["id"])
+            cursor = db.execute(
+                "INSERT INTO matches (key, settings, scheduled, started_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (key, json.dumps(settings, sort_keys=True), scheduled, _now(), _now()))
+            return int(cursor.lastrowid or 0)
+
+    def end_match(self, match_id: int, status: str) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE matches SET status = ?, updated_at = ? WHERE id = ?",
+                       (status, _now(), match_id))
+
+    def finished_keys(self, match_id: int) -> set[str]:
+        rows = self.db.execute("SELECT game_key FROM games WHERE match_id = ?", (match_id,))
+        return {row[0] for row in rows}
+
+    def add_player(self, name: str, spec: str, options: dict[str, Any] | None = None,
+                   engine: str | None = None, author: str | None = None) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO players (name, spec, options, engine, author) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET spec = excluded.spec, options = excluded.options, "
+                "engine = coalesce(excluded.engine, engine), "
+                "author = coalesce(excluded.author, author)",
+                (name, spec, json.dumps(options or {}, sort_keys=True), engine, author))
+
+    # -- games -------------------------------------------------------------
+
+    def add_game(self, match_id: int, **game: Any) -> None:
+        """Record one finished game (columns of ``games`` as keywords)."""
+        game.setdefault("finished_at", _now())
+        game.setdefault("detail", "")
+        if game["result"] not in _PGN_RESULTS:
+            raise ValueError(f"bad result {game['result']!r}")
+        columns = ["match_id", *game]
+        with self.transaction() as db:
+            db.execute(f"INSERT OR REPLACE INTO games ({', '.join(columns)}) "
+                       f"VALUES ({', '.join('?' * len(columns))})", [match_id, *game.values()])
+
+
+def check_results_file(db: sqlite3.Connection, path: Path) -> None:
+    """Raise a clear error unless ``db`` is a results file this version can read."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    try:
+        kind = db.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
+    except sqlite3.DatabaseError:
+        kind = None
+    if kind is None or kind[0] != RESULTS_KIND:
+        raise BookgenError(f"{path}: not a bookgen results file (a book? a results file is "
+                           "written by 'bookgen match -o')")
+    if version > RESULTS_SCHEMA_VERSION:
+        raise BookgenError(f"{path}: results schema version {version} is newer than this "
+                           f"bookgen understands ({RESULTS_SCHEMA_VERSION}); upgrade bookgen")
+
+
+# --------------------------------------------------------------------------
+# loading
+
+
+def load_games(paths: Iterable[str | Path]) -> list[Game]:
+    """Every game in the given results files (SQLite) and PGN files, in file order."""
+    games: list[Game] = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise BookgenError(f"{path}: no such file")
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+        if head.startswith(b"SQLite format 3"):
+            games.extend(_load_sqlite(path))
+        else:
+            games.extend(read_pgn(path))
+    return games
+
+
+def _load_sqlite(path: Path) -> list[Game]:
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            check_results_file(db, path)
+            rows = db.execute(
+                "SELECT match_id, pair, black, white, result, reason, plies, opening, start_sfen "
+                "FROM games ORDER BY id").fetchall()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as error:
+        raise BookgenError(f"{path}: cannot read results ({error})") from None
+    return [Game(black, white, result, reason, plies, f"{path}#{match}:{pair}",
+                 opening or start_sfen, str(path))
+            for match, pair, black, white, result, reason, plies, opening, start_sfen in rows]
+
+
+_TAG = re.compile(r'^\[(\w+)\s+"((?:[^"\\]|\\.)*)"\]\s*$')
+_RESULT_TOKEN = re.compile(r"(1-0|0-1|1/2-1/2|\*)\s*$")
+
+
+def _pgn_blocks(path: Path) -> Iterator[tuple[int, dict[str, str], str]]:
+    """(first line number, tags, movetext) of each game in a PGN file."""
+    try:
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
+    except OSError as error:
+        raise BookgenError(f"{path}: cannot read ({error.strerror})") from None
+    tags: dict[str, str] = {}
+    moves: list[str] = []
+    start = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        match = _TAG.match(stripped)
+        if match:
+            if moves:
+                yield start, tags, " ".join(moves)
+                tags, moves = {}, []
+            if not tags:
+                start = number
+            tags[match.group(1)] = match.group(2).replace('\\"', '"').replace("\\\\", "\\")
+        elif stripped and not stripped.startswith("%"):
+            if not tags and not moves:
+                raise BookgenError(f"{path}:{number}: movetext before any tag pair "
+                                   "(not a PGN file?)")
+            moves.append(stripped)
+    if tags:
+        yield start, tags, " ".join(moves)
+
+
+def read_pgn(path: str | Path) -> list[Game]:
+    """Games of a PGN file (sente is "White"); unfinished games (``*``) are skipped.
+
+    Colour-swapped pairs are recognised as consecutive games with the
+    players swapped and the same start position (``FEN``/``SFEN`` tag).
+    """
+    path = Path(path)
+    games: list[Game] = []
+    for line, tags, movetext in _pgn_blocks(path):
+        result = tags.get("Result")
+        if result is None:
+            token = _RESULT_TOKEN.search(movetext)
+            result = token.group(1) if token else None
+        if result is None:
+            raise BookgenError(f"{path}:{line}: game without a Result tag")
+        if result == "*":
+            continue
+        names = {"1-0": RESULT_BLACK, "0-1": RESULT_WHITE, "1/2-1/2": RESULT_DRAW}
+        if result not in names:
+            raise BookgenError(f"{path}:{line}: bad Result {result!r} "
+                               "(expected 1-0, 0-1, 1/2-1/2 or *)")
+        if "White" not in tags or "Black" not in tags:
+            raise BookgenError(f"{path}:{line}: game without White and Black tags")
+        opening = tags.get("SFEN") or tags.get("FEN")
+        plies = int(tags["PlyCount"]) if tags.get("PlyCount", "").isdigit() else 0
+        games.append(Game(tags["White"], tags["Black"], names[result],
+                          tags.get("Termination", ""), plies, None, opening, str(path)))
+    return _pair_consecutive(games, path)
+
+
+def _pair_consecutive(games: list[Game], path: Path) -> list[Game]:
+    paired: list[Game] = []
+    i = 0
+    while i < len(games):
+        first = games[i]
+        if i + 1 < len(games):
+            second = games[i + 1]
+            if (second.black, second.white) == (first.white, first.black) \
+                    and second.opening == first.opening and first.black != first.white:
+                key = f"{path}#pgn:{i}"
+                paired += [_with_pair(first, key), _with_pair(second, key)]
+                i += 2
+                continue
+        paired.append(first)
+        i += 1
+    return paired
+
+
+def _with_pair(game: Game, key: str) -> Game:
+    return Game(game.black, game.white, game.result, game.reason, game.plies, key,
+                game.opening, game.source)
+
+
+def _pgn_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def write_pgn_game(handle: Any, *, event: str, round_label: str, black: str, white: str,
+                   result: str, reason: str, start_sfen: str, moves: Sequence[str],
+                   date: str | None = None) -> None:
+    """Append one game to an open PGN text file, sente as "White".
+
+    Shogi moves are not SAN, so the USI moves go into a comment that chess
+    tools (Ordo, BayesElo) skip; the start position is in an ``SFEN`` tag.
+    """
+    tags = [("Event", event), ("Site", "bookgen"),
+            ("Date", date or datetime.now(timezone.utc).strftime("%Y.%m.%d")),
+            ("Round", round_label), ("White", black), ("Black", white),
+            ("Result", _PGN_RESULTS[result]), ("SFEN", start_sfen),
+            ("Termination", reason), ("PlyCount", str(len(moves)))]
+    for name, value in tags:
+        handle.write(f'[{name} "{_pgn_escape(value)}"]\n')
+    body = f"{{usi {' '.join(moves)}}} " if moves else ""
+    handle.write(f"\n{body}{_PGN_RESULTS[result]}\n\n")
