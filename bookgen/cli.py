@@ -325,6 +325,8 @@ from refine.cli import refine_group  # noqa: E402
 from selfplay.cli import starts_command  # noqa: E402
 from selfplay.cli_games import selfplay_command, train_command  # noqa: E402
 from analysis.cli import suite_command  # noqa: E402
+from analysis.cli_match import match_command  # noqa: E402
+from analysis.cli_stats import outcomes_command, sprt_command  # noqa: E402
 
 main.add_command(model_group)
 main.add_command(refine_group)
@@ -332,6 +334,9 @@ main.add_command(starts_command)
 main.add_command(selfplay_command)
 main.add_command(train_command)
 main.add_command(suite_command)
+main.add_command(match_command)
+main.add_command(sprt_command)
+main.add_command(outcomes_command)
 
 if __name__ == "__main__":
     main()

@@ -95,6 +95,7 @@ class Reason(str, Enum):
     MAX_PLY = "max ply"
     ILLEGAL_MOVE = "illegal move"
     TIME_FORFEIT = "time forfeit"
+    ENGINE_FAILURE = "engine failure"   # crashed or stopped answering (match runner)
 
     def __str__(self) -> str:
         return self.value
@@ -369,6 +370,11 @@ class GameState:
         """The side to move lost on time."""
         self._check_open()
         return self._end(Result.loss_for(self.turn), Reason.TIME_FORFEIT, detail)
+
+    def forfeit_failure(self, detail: str = "") -> Outcome:
+        """The side to move lost because its engine failed (crash, broken protocol)."""
+        self._check_open()
+        return self._end(Result.loss_for(self.turn), Reason.ENGINE_FAILURE, detail)
 
     def adjudicate(self, score: int | None) -> Outcome | None:
         """Score adjudication: the side to move reports its own evaluation (cp) before moving.

@@ -73,7 +73,7 @@ from bookgen.values import MATE_VALUE, value_to_cp
 from bookgen.workers import WorkerPool
 
 __all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
-           "selfplay"]
+           "selfplay", "write_csa_record"]
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
@@ -430,14 +430,26 @@ def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
 
 
 def write_csa(path: Path, game: GameRecord, comment: str = "") -> None:
-    """Write ``game`` as a CSA record (written to a temporary file, then renamed)."""
+    """Write ``game`` as a CSA record (see :func:`write_csa_record`)."""
+    write_csa_record(path, start_sfen=game.start_sfen, names=game.names, moves=game.moves,
+                     scores=game.scores, outcome=game.outcome, comment=comment)
+
+
+def write_csa_record(path: Path, *, start_sfen: str, names: tuple[str, str],
+                     moves: list[str], scores: list[int | None], outcome: Outcome,
+                     comment: str = "") -> None:
+    """Write one game as a CSA record (to a temporary file, then renamed).
+
+    ``scores`` are each mover's own scores (None: none), written as ``'** N``
+    comments from black's point of view.
+    """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    board = cshogi.Board(game.start_sfen)
+    board = cshogi.Board(start_sfen)
     exporter = cshogi.CSA.Exporter(str(temporary))
     try:
-        exporter.info(init_board=board, names=list(game.names), version="V2.2",
+        exporter.info(init_board=board, names=list(names), version="V2.2",
                       comment=comment or None)
-        for usi, score in zip(game.moves, game.scores):
+        for usi, score in zip(moves, scores):
             move = board.move_from_usi(usi)
             note = None
             if score is not None:
@@ -445,7 +457,7 @@ def write_csa(path: Path, game: GameRecord, comment: str = "") -> None:
                 note = f"** {_clip(black_view)}"
             exporter.move(move, comment=note)
             board.push(move)
-        exporter.endgame(csa_endgame(game.outcome, board.turn))
+        exporter.endgame(csa_endgame(outcome, board.turn))
     finally:
         exporter.close()
     os.replace(temporary, path)

@@ -11,6 +11,9 @@ It plays legal moves (with cshogi) and misbehaves on request:
 --stderr-bytes N    write N bytes to stderr on every ``go``
 --multipv           declare a MultiPV option and print that many info lines
 --no-info           answer with a bare bestmove, like an engine playing from its book
+--script PATH       play the N-th whitespace-separated token of PATH at the game's N-th ply
+                    (counted in the ``moves`` of ``position``; ``win``/``resign`` allowed)
+--score CP          report this score (side to move's view) in every info line
 """
 
 from __future__ import annotations
@@ -45,11 +48,15 @@ def main(defaults: list[str]) -> None:
     parser.add_argument("--stderr-bytes", type=int, default=0)
     parser.add_argument("--multipv", action="store_true")
     parser.add_argument("--no-info", action="store_true")
+    parser.add_argument("--script")
+    parser.add_argument("--score", type=int)
     args = parser.parse_args(defaults + sys.argv[1:])
 
     board = cshogi.Board()
     gos = 0
     multipv = 1
+    ply = 0
+    script = open(args.script).read().split() if args.script else None
     for line in sys.stdin:
         tokens = line.split()
         if not tokens:
@@ -70,6 +77,7 @@ def main(defaults: list[str]) -> None:
             multipv = int(tokens[-1])
         elif command == "position":
             board.set_position(" ".join(tokens[1:]))
+            ply = len(tokens) - tokens.index("moves") - 1 if "moves" in tokens else 0
         elif command == "go":
             gos += 1
             if args.stderr_bytes:
@@ -98,9 +106,16 @@ def main(defaults: list[str]) -> None:
                 _say("info depth 1 score cp 10 pv 9a9a 1a1b")
                 _say("bestmove 9a9a")
                 continue
+            if script is not None:
+                move = script[ply] if ply < len(script) else "resign"
+                if args.score is not None:
+                    _say(f"info depth 1 score cp {args.score} pv {move}")
+                _say(f"bestmove {move}")
+                continue
             moves = [cshogi.move_to_usi(m) for m in board.legal_moves]
             for index, move in enumerate(moves[:0 if args.no_info else multipv], start=1):
-                _say(f"info depth 3 seldepth 4 multipv {index} score cp {60 - 10 * index} "
+                score = 60 - 10 * index if args.score is None else args.score
+                _say(f"info depth 3 seldepth 4 multipv {index} score cp {score} "
                      f"nodes {100 * index} nps 10000 time 1 pv {move}")
             _say(f"bestmove {moves[0]}" if moves else "bestmove resign")
         elif command == "quit":

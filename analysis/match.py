@@ -1,0 +1,554 @@
+"""``bookgen match``: engine matches from an openings file, with the rules enforced by the runner.
+
+Each opening is played twice with colours swapped (see
+:mod:`analysis.schedule`). The runner, not the engines, decides how a game
+ends (:mod:`bookgen.rules`): an illegal move or a false declaration loses,
+a move over the clock (plus ``margin``) loses on time, fourfold repetition
+is a draw unless one side checked on every move (that side loses),
+a declaration that meets the 27-point rule wins, ``max_ply`` plies from the
+initial position (opening moves included) draw, and with ``resign`` a side
+whose own score stays at or below ``-resign`` for ``resign_moves`` moves
+resigns. An engine that crashes or hangs loses the game ("engine failure",
+or "time forfeit" under a clock) and is restarted for its next game.
+
+Every finished game is written to the results file at once (its own
+transaction; see :mod:`analysis.results`), and optionally appended to a PGN
+file (sente as "White") and written as a CSA record. Rerunning the same
+command plays only the games the results file lacks. Ctrl-C stops starting
+games; the games in flight finish and are written.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import random
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+import cshogi
+
+from analysis.players import Player, PlayerFailure, PlayerSpec, TimeControl, build_player
+from analysis.results import Game, ResultsFile, write_pgn_game
+from analysis.schedule import FORMATS, GameTask, match_key, schedule
+from bookgen.errors import BookgenError
+from bookgen.progress import progress_bar
+from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
+from bookgen.runcontrol import stop_on_interrupt
+from bookgen.workers import WorkerPool
+
+__all__ = ["FinishedGame", "MatchSettings", "MatchSummary", "play_game", "read_openings",
+           "run_match"]
+
+RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRAW: "draw"}
+
+
+@dataclass(frozen=True)
+class MatchSettings:
+    """How every game of a match is played (picklable, sent to the workers)."""
+
+    control: TimeControl
+    max_ply: int = 320
+    resign: int | None = None
+    resign_moves: int = 3
+    declaration_rule: str = "27"
+
+
+@dataclass
+class FinishedGame:
+    """A played game as the runner records it."""
+
+    task: GameTask
+    start_sfen: str
+    result: str
+    reason: str
+    detail: str
+    moves: list[str]
+    scores: list[int | None]
+    black_ms: int
+    white_ms: int
+    started_at: str
+    finished_at: str
+    wall_seconds: float
+    engine_seconds: float
+
+    @property
+    def game(self) -> Game:
+        return Game(self.task.black, self.task.white, self.result, self.reason,
+                    len(self.moves), str(self.task.pair), self.task.opening, "")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------------------
+# openings
+
+
+def read_openings(path: str | Path) -> list[str]:
+    """The positions of an openings file, one per line, each checked.
+
+    Lines are ``startpos [moves ...]``, ``sfen SFEN [moves ...]`` or bare
+    sfens; blank lines and ``#`` comments are skipped. A bad line is an
+    error naming the file and line.
+    """
+    from bookgen.position import InvalidMove, InvalidPosition, parse_position_spec
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as error:
+        raise BookgenError(f"{path}: cannot read openings ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise BookgenError(f"{path}: not a UTF-8 text file of positions") from None
+    openings = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            board, _moves = parse_position_spec(line)
+        except (InvalidPosition, InvalidMove) as error:
+            raise BookgenError(f"{path}:{number}: {error}") from None
+        if not any(True for _ in board.legal_moves):
+            raise BookgenError(f"{path}:{number}: the side to move has no legal move")
+        openings.append(line)
+    if not openings:
+        raise BookgenError(f"{path}: no positions")
+    return openings
+
+
+# --------------------------------------------------------------------------
+# one game
+
+
+def play_game(task: GameTask, players: dict[str, Player], settings: MatchSettings) -> FinishedGame:
+    """Play ``task`` between two players (by name) under the runner's rules."""
+    started_at, wall_start = _now(), time.perf_counter()
+    control = settings.control
+    game = GameState(task.opening, max_ply=None, declaration_rule=settings.declaration_rule,
+                     resign=settings.resign, resign_moves=settings.resign_moves)
+    game.max_ply = max(1, settings.max_ply - (game.board.move_number - 1))
+    sides = {cshogi.BLACK: players[task.black], cshogi.WHITE: players[task.white]}
+    for player in sides.values():
+        player.new_game()
+    clocks = {cshogi.BLACK: control.time or 0, cshogi.WHITE: control.time or 0}
+    used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
+    scores: list[int | None] = []
+    engine_seconds = 0.0
+    while game.outcome is None:
+        turn = game.turn
+        player = sides[turn]
+        move_start = time.perf_counter()
+        try:
+            reply = player.think(game, clocks, control)
+        except PlayerFailure as failure:
+            engine_seconds += time.perf_counter() - move_start
+            if failure.reason is Reason.TIME_FORFEIT:
+                game.forfeit_time(failure.detail)
+            else:
+                game.forfeit_failure(failure.detail)
+            break
+        engine_seconds += time.perf_counter() - move_start
+        used[turn] += reply.elapsed_ms
+        if control.clocked and player.spec.is_usi:
+            allowed = clocks[turn] + (control.byoyomi or 0)
+            if reply.elapsed_ms > allowed + control.margin:
+                game.forfeit_time(f"{reply.elapsed_ms} ms used, {allowed} ms allowed")
+                break
+            clocks[turn] = max(0, clocks[turn] - reply.elapsed_ms) + (control.inc or 0)
+        if reply.declare:
+            game.declare()
+            break
+        if reply.resign:
+            game.resign("resigned")
+            break
+        if game.adjudicate(reply.score) is not None:
+            break
+        scores.append(reply.score)
+        game.push(reply.move or "")
+    outcome = game.outcome
+    assert outcome is not None
+    return FinishedGame(task, game.start_sfen, RESULT_NAMES[outcome.result], str(outcome.reason),
+                        outcome.detail, list(game.moves), scores[:len(game.moves)],
+                        used[cshogi.BLACK], used[cshogi.WHITE], started_at, _now(),
+                        time.perf_counter() - wall_start, engine_seconds)
+
+
+# --------------------------------------------------------------------------
+# running games: in this process, or in worker processes
+
+
+def _close_all(players: dict[str, Player]) -> None:
+    for player in players.values():
+        try:
+            player.close()
+        except Exception:  # closing must not hide the error that ended the run
+            pass
+
+
+class _Players:
+    """Players by name, built when first needed."""
+
+    def __init__(self, specs: dict[str, PlayerSpec]) -> None:
+        self.specs = specs
+        self.built: dict[str, Player] = {}
+
+    def for_task(self, task: GameTask) -> dict[str, Player]:
+        for name in (task.black, task.white):
+            if name not in self.built:
+                self.built[name] = build_player(self.specs[name])
+        return self.built
+
+    def close(self) -> None:
+        _close_all(self.built)
+        self.built.clear()
+
+
+_worker: tuple[_Players, MatchSettings] | None = None
+
+
+def _worker_init(specs: dict[str, PlayerSpec], settings: MatchSettings) -> None:
+    global _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    players = _Players(specs)
+    _worker = (players, settings)
+    atexit.register(players.close)
+
+
+def _worker_play(task: GameTask) -> FinishedGame:
+    assert _worker is not None
+    players, settings = _worker
+    return play_game(task, players.for_task(task), settings)
+
+
+class _LocalRunner:
+    def __init__(self, specs: dict[str, PlayerSpec], settings: MatchSettings) -> None:
+        self.players = _Players(specs)
+        self.settings = settings
+        self.queue: list[GameTask] = []
+
+    def capacity(self) -> int:
+        return 1
+
+    def submit(self, task: GameTask) -> None:
+        self.queue.append(task)
+
+    def collect(self) -> list[FinishedGame]:
+        task = self.queue.pop(0)
+        return [play_game(task, self.players.for_task(task), self.settings)]
+
+    def close(self) -> None:
+        self.players.close()
+
+
+class _ProcessRunner:
+    def __init__(self, specs: dict[str, PlayerSpec], settings: MatchSettings,
+                 concurrency: int) -> None:
+        self.pool: WorkerPool[FinishedGame] = WorkerPool(concurrency, _worker_init,
+                                                         (specs, settings))
+
+    def capacity(self) -> int:
+        return self.pool.workers
+
+    def submit(self, task: GameTask) -> None:
+        self.pool.submit(_worker_play, task)
+
+    def collect(self) -> list[FinishedGame]:
+        return self.pool.collect()
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+# --------------------------------------------------------------------------
+# the match
+
+
+@dataclass
+class MatchSummary:
+    results: str
+    match_id: int = 0
+    scheduled: int = 0
+    previously_played: int = 0
+    played: int = 0
+    points: dict[str, float] = field(default_factory=dict)
+    games_by_player: dict[str, int] = field(default_factory=dict)
+    results_by_colour: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    engine_seconds: float = 0.0
+    game_seconds: float = 0.0
+    interrupted: bool = False
+    stopped_by: str | None = None
+
+    @property
+    def overhead_per_game(self) -> float:
+        """Seconds per game spent outside the engines' searches (inside the game loop)."""
+        return (self.game_seconds - self.engine_seconds) / self.played if self.played else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["overhead_per_game"] = round(self.overhead_per_game, 4)
+        for key in ("seconds", "engine_seconds", "game_seconds"):
+            data[key] = round(data[key], 3)
+        return data
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _csa_name(key: str, game: FinishedGame) -> str:
+    task = game.task
+    names = "-vs-".join(_UNSAFE.sub("_", n)[:40] for n in (task.black, task.white))
+    return f"{key[:8]}-{task.pair:06d}-{int(task.swapped)}-{names}.csa"
+
+
+def _open_pgn(path: Path) -> TextIO:
+    if path.is_dir() or not path.parent.is_dir():
+        raise BookgenError(f"{path}: cannot write a PGN file there")
+    try:
+        return open(path, "a", encoding="utf-8")
+    except OSError as error:
+        raise BookgenError(f"{path}: cannot write ({error.strerror})") from None
+
+
+def _check_player_specs(players: Sequence[PlayerSpec]) -> dict[str, PlayerSpec]:
+    specs: dict[str, PlayerSpec] = {}
+    for spec in players:
+        if not spec.name or any(c in spec.name for c in ":=\n\"\\"):
+            raise BookgenError(f"bad player name {spec.name!r} (no ':', '=', quotes or "
+                               "backslashes)")
+        if spec.name in specs:
+            raise BookgenError(f"two players are named {spec.name!r}")
+        specs[spec.name] = spec
+    return specs
+
+
+def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str | Path, *,
+              fmt: str = "pairs", games: int | None = None, rounds: int | None = None,
+              control: TimeControl | None = None, max_ply: int = 320,
+              resign: int | None = None, resign_moves: int = 3, declaration_rule: str = "27",
+              concurrency: int = 1, pgn: str | Path | None = None,
+              csa_dir: str | Path | None = None, seed: int | None = None,
+              stop_when: Callable[[list[Game]], str | None] | None = None,
+              progress: bool = True) -> MatchSummary:
+    """Play a match and record it in ``results``; see ``bookgen match --help``.
+
+    ``games`` is the number of games per pairing (even: whole pairs);
+    ``rounds`` plays every opening that many times per pairing (one of the
+    two; default one round). ``seed`` shuffles the openings (file order
+    without it). ``stop_when`` is called with all games of the match after
+    each game; a non-None answer (a reason) ends the match early, as
+    ``--sprt`` does.
+    """
+    control = control or TimeControl(byoyomi=1000)
+    specs = _check_player_specs(players)
+    if fmt not in FORMATS:
+        raise BookgenError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if games is not None and rounds is not None:
+        raise BookgenError("--games and --rounds exclude each other")
+    if games is not None and (games < 2 or games % 2):
+        raise BookgenError(f"--games must be a positive even number (games come in "
+                           f"colour-swapped pairs), got {games}")
+    for name, value, low in (("--rounds", rounds, 1), ("--concurrency", concurrency, 1),
+                             ("--max-ply", max_ply, 1), ("--resign-moves", resign_moves, 1)):
+        if value is not None and value < low:
+            raise BookgenError(f"{name} must be at least {low}")
+    if resign is not None and resign <= 0:
+        raise BookgenError("--resign must be a positive number of centipawns")
+    if declaration_rule not in DECLARATION_RULES:
+        raise BookgenError(f"unknown declaration rule {declaration_rule!r}")
+    _check_control(control)
+
+    lines = read_openings(openings)
+    order = list(enumerate(lines))
+    if seed is not None:
+        random.Random(seed).shuffle(order)
+    pairs_per_pairing = games // 2 if games is not None else len(lines) * (rounds or 1)
+    tasks = schedule(list(specs), order, fmt, pairs_per_pairing=pairs_per_pairing)
+    settings = MatchSettings(control, max_ply, resign, resign_moves, declaration_rule)
+    key_settings = {
+        "players": [[s.name, s.spec, sorted(s.options)] for s in specs.values()],
+        "format": fmt, "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
+        "seed": seed, "control": asdict(control), "max_ply": max_ply, "resign": resign,
+        "resign_moves": resign_moves, "declaration_rule": declaration_rule}
+    key = match_key(key_settings)
+    csa_path = Path(csa_dir) if csa_dir is not None else None
+    if csa_path is not None:
+        try:
+            csa_path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
+
+    # Start every player once here: bad commands and options fail before any game.
+    identities: dict[str, tuple[str | None, str | None]] = {}
+    for spec in specs.values():
+        player = build_player(spec)
+        try:
+            if control.nodes is not None and getattr(player, "is_gpsshogi", False):
+                raise BookgenError(f"player {spec.name}: gpsshogi aborts on 'go nodes'; "
+                                   "use --byoyomi or --time")
+            identities[spec.name] = (player.engine_name, player.engine_author)
+        finally:
+            player.close()
+
+    store = ResultsFile(results)
+    summary = MatchSummary(str(results))
+    pgn_file = _open_pgn(Path(pgn)) if pgn is not None else None
+    status = "failed"
+    try:
+        match_id = store.begin_match(key, {**key_settings, "openings_file": str(openings)},
+                                     len(tasks))
+        summary.match_id = match_id
+        for spec in specs.values():
+            store.add_player(spec.name, spec.spec, dict(spec.options), *identities[spec.name])
+        done = store.finished_keys(match_id)
+        todo = [task for task in tasks if task.key not in done]
+        summary.scheduled = len(tasks)
+        summary.previously_played = len(tasks) - len(todo)
+        match_games = _games_of(store, match_id)
+        status = _play(todo, specs, settings, concurrency, store, match_id, key, summary,
+                       match_games, pgn_file, csa_path, stop_when, progress)
+    finally:
+        if pgn_file is not None:
+            pgn_file.close()
+        if summary.match_id:
+            store.end_match(summary.match_id, status)
+        store.close()
+    return summary
+
+
+def _check_control(control: TimeControl) -> None:
+    if control.nodes is not None:
+        if control.byoyomi or control.time or control.inc:
+            raise BookgenError("--nodes excludes --byoyomi, --time and --inc")
+        if control.nodes < 1:
+            raise BookgenError("--nodes must be at least 1")
+        return
+    if control.inc and control.byoyomi:
+        raise BookgenError("--inc and --byoyomi exclude each other")
+    if not (control.time or control.byoyomi):
+        raise BookgenError("give a time control: --byoyomi MS, --time MS [--inc MS] or "
+                           "--nodes N")
+    for name in ("byoyomi", "time", "inc", "margin"):
+        if (getattr(control, name) or 0) < 0:
+            raise BookgenError(f"--{name} must not be negative")
+
+
+def _games_of(store: ResultsFile, match_id: int) -> list[Game]:
+    rows = store.db.execute(
+        "SELECT black, white, result, reason, plies, pair, opening FROM games "
+        "WHERE match_id = ? ORDER BY id", (match_id,)).fetchall()
+    return [Game(r["black"], r["white"], r["result"], r["reason"], r["plies"], str(r["pair"]),
+                 r["opening"], store.path.name) for r in rows]
+
+
+def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSettings,
+          concurrency: int, store: ResultsFile, match_id: int, key: str,
+          summary: MatchSummary, match_games: list[Game], pgn_file: TextIO | None,
+          csa_path: Path | None, stop_when: Callable[[list[Game]], str | None] | None,
+          progress: bool) -> str:
+    """Play ``todo``; return the match status."""
+    points: Counter[str] = Counter()
+    played: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    colours: Counter[str] = Counter()
+    start = time.perf_counter()
+    workers = min(concurrency, max(1, len(todo)))
+    runner = (_LocalRunner(specs, settings) if workers == 1
+              else _ProcessRunner(specs, settings, workers))
+    status = "failed"
+    try:
+        with stop_on_interrupt() as stop, progress_bar(
+                total=len(todo), unit="game", desc="match",
+                disable=None if progress else True) as bar:
+            queue = list(reversed(todo))
+            in_flight = 0
+            while True:
+                while not stop.is_set() and queue and in_flight < runner.capacity():
+                    runner.submit(queue.pop())
+                    in_flight += 1
+                if in_flight == 0:
+                    break
+                try:
+                    finished = runner.collect()
+                except BrokenProcessPool:
+                    raise BookgenError("a match worker process died") from None
+                for game in finished:
+                    in_flight -= 1
+                    _record(game, store, match_id, key, pgn_file, csa_path)
+                    record = game.game
+                    match_games.append(record)
+                    summary.played += 1
+                    summary.engine_seconds += game.engine_seconds
+                    summary.game_seconds += game.wall_seconds
+                    for name in (record.black, record.white):
+                        points[name] += record.score_for(name)
+                        played[name] += 1
+                    reasons[record.reason] += 1
+                    colours[record.result] += 1
+                    bar.update(1)
+                    bar.set_postfix_str(_score_line(points, played), refresh=False)
+                    if stop_when is not None and summary.stopped_by is None:
+                        verdict = stop_when(match_games)
+                        if verdict is not None:
+                            summary.stopped_by = verdict
+                            stop.set()
+            if summary.stopped_by is not None:
+                status = "stopped"
+            elif stop.is_set() and queue:
+                status, summary.interrupted = "interrupted", True
+            else:
+                status = "done"
+    finally:
+        runner.close()
+        summary.seconds = time.perf_counter() - start
+        summary.points = dict(points)
+        summary.games_by_player = dict(played)
+        summary.reasons = dict(reasons)
+        summary.results_by_colour = dict(colours)
+    return status
+
+
+def _score_line(points: Counter[str], played: Counter[str]) -> str:
+    return ", ".join(f"{name} {points[name]:g}/{played[name]}" for name in sorted(played))
+
+
+def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
+            pgn_file: TextIO | None, csa_path: Path | None) -> None:
+    task = game.task
+    store.add_game(match_id, game_key=task.key, round=task.round, pair=task.pair,
+                   opening_index=task.opening_index, opening=task.opening,
+                   start_sfen=game.start_sfen, black=task.black, white=task.white,
+                   result=game.result, reason=game.reason, detail=game.detail,
+                   plies=len(game.moves), moves=" ".join(game.moves), black_ms=game.black_ms,
+                   white_ms=game.white_ms, started_at=game.started_at,
+                   finished_at=game.finished_at)
+    if pgn_file is not None:
+        write_pgn_game(pgn_file, event=f"bookgen match {key[:8]}",
+                       round_label=f"{task.pair + 1}.{int(task.swapped) + 1}", black=task.black,
+                       white=task.white, result=game.result, reason=game.reason,
+                       start_sfen=game.start_sfen, moves=game.moves)
+        pgn_file.flush()
+    if csa_path is not None:
+        from bookgen.rules import Outcome
+        from selfplay.games import write_csa_record
+
+        result = {"black": Result.BLACK_WIN, "white": Result.WHITE_WIN}.get(game.result,
+                                                                         Result.DRAW)
+        outcome = Outcome(result, Reason(game.reason), len(game.moves), game.detail)
+        write_csa_record(csa_path / _csa_name(key, game), start_sfen=game.start_sfen,
+                         names=(task.black, task.white), moves=game.moves, scores=game.scores,
+                         outcome=outcome,
+                         comment=f"bookgen match {key[:8]} pair {task.pair} opening "
+                                 f"{task.opening_index}: {game.result} ({game.reason})")

@@ -1,0 +1,391 @@
+"""Head-to-head statistics of two players: Elo, normalised Elo, LOS and the GSPRT.
+
+The formulas are those of fishtest's ``LLRcalc``, fastchess and cutechess
+(summarised in the project's statistics reference):
+
+- score ``mu = (W + D/2) / N``, ``Elo = -400 log10(1/mu - 1)``, the Elo
+  error is half the Elo spread of ``mu +- z SE``, ``LOS = Phi((mu - 1/2) / SE)``;
+- normalised Elo ``nElo = (mu - 1/2) / sigma * 800 / ln 10`` with ``sigma``
+  the standard deviation of one game's score (for pairs: ``sqrt(2)`` times
+  the pair's standard deviation of the mean pair score);
+- games played as colour-swapped pairs are counted per pair (pentanomial
+  ``[LL, LD+DL, WL+LW+DD, WD+DW, WW]``, scores 0, 1/4, 1/2, 3/4, 1): the pair
+  is the real sampling unit;
+- generalised SPRT: for each hypothesis, the maximum-likelihood outcome
+  distribution subject to the hypothesis (a mean score for the logistic
+  model, a t-value ``(mu - 1/2) / sigma`` for the normalised model); the LLR
+  is ``N * sum p^_i ln(p1_i / p0_i)`` with zero counts replaced by 1e-3.
+
+:func:`sprt` on pairs uses *complete* pairs only (two games between the two
+players with the same pair key and colours swapped); games outside a
+complete pair are left out of the pentanomial and counted in
+``SprtResult.games_left_out``. With ``trinomial=True``, or when there is no
+complete pair at all, every game is used as an independent trial.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from analysis.results import Game
+from bookgen.errors import BookgenError
+
+__all__ = ["EloEstimate", "PairCounts", "SprtResult", "count_games", "elo_pentanomial",
+           "elo_trinomial", "los_cutechess", "sprt", "sprt_llr"]
+
+TRINOMIAL_SCORES = (0.0, 0.5, 1.0)
+PENTANOMIAL_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)
+NELO_PER_T = 800 / math.log(10)  # nElo = t-value * 800 / ln 10
+ZERO_COUNT = 1e-3
+MODELS = ("normalized", "logistic")
+
+
+# --------------------------------------------------------------------------
+# counting
+
+
+@dataclass
+class PairCounts:
+    """Results of ``a`` against ``b`` from ``a``'s point of view.
+
+    ``penta`` is ``[LL, LD+DL, WL+LW+DD, WD+DW, WW]`` over complete
+    colour-swapped pairs (None when there is none); ``unpaired`` counts the
+    games that are not in a complete pair (they are in W/D/L all the same).
+    """
+
+    wins: int
+    draws: int
+    losses: int
+    penta: list[int] | None
+    unpaired: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def pairs(self) -> int:
+        return sum(self.penta) if self.penta else 0
+
+
+def count_games(games: Sequence[Game], a: str, b: str) -> PairCounts:
+    """W/D/L and pentanomial counts of ``a`` against ``b`` (other games ignored).
+
+    Games sharing a pair key are matched in file order, one with ``a`` as
+    black with one with ``a`` as white; whatever is left over (a lone game,
+    a third game under the same key) counts as unpaired.
+    """
+    if a == b:
+        raise ValueError("a player cannot be compared with itself")
+    wins = draws = losses = 0
+    by_pair: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    unpaired = 0
+    for game in games:
+        if {game.black, game.white} != {a, b}:
+            continue
+        score = game.score_for(a)
+        if score == 1.0:
+            wins += 1
+        elif score == 0.0:
+            losses += 1
+        else:
+            draws += 1
+        if game.pair is None:
+            unpaired += 1
+        else:
+            as_black, as_white = by_pair[game.pair]
+            (as_black if game.black == a else as_white).append(score)
+    penta = [0] * 5
+    for as_black, as_white in by_pair.values():
+        complete = min(len(as_black), len(as_white))
+        unpaired += len(as_black) + len(as_white) - 2 * complete
+        for first, second in zip(as_black, as_white):
+            penta[round(2 * (first + second))] += 1
+    return PairCounts(wins, draws, losses, penta if any(penta) else None, unpaired)
+
+
+# --------------------------------------------------------------------------
+# Elo estimates
+
+
+@dataclass
+class EloEstimate:
+    """Elo and normalised Elo with their errors at the chosen confidence; LOS in %."""
+
+    elo: float
+    elo_error: float
+    nelo: float
+    nelo_error: float
+    los: float
+    score: float
+    games: int
+
+
+def _elo(score: float) -> float:
+    if score <= 0.0:
+        return -math.inf
+    if score >= 1.0:
+        return math.inf
+    return -400.0 * math.log10(1.0 / score - 1.0)
+
+
+def _elo_margin(mu: float, se: float, z: float) -> float:
+    """Half the Elo spread of ``mu +- z se`` (infinite when it leaves (0, 1))."""
+    high, low = _elo(mu + z * se), _elo(mu - z * se)
+    if not (math.isfinite(high) and math.isfinite(low)):
+        return math.inf
+    return (high - low) / 2.0
+
+
+def _estimate(counts: Sequence[float], scores: Sequence[float], games_per_unit: int,
+              confidence: float) -> EloEstimate:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence}")
+    units = sum(counts)
+    if units <= 0:
+        raise ValueError("no games")
+    mu = sum(c * a for c, a in zip(counts, scores)) / units
+    var = sum(c * (a - mu) ** 2 for c, a in zip(counts, scores)) / units  # per unit
+    se = math.sqrt(var / units)
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    sigma_game = math.sqrt(games_per_unit * var)
+    if sigma_game > 0.0:
+        nelo = (mu - 0.5) / sigma_game * NELO_PER_T
+    else:
+        nelo = 0.0 if mu == 0.5 else math.copysign(math.inf, mu - 0.5)
+    # The nElo error is z * SE / sigma scaled, i.e. it only depends on the game count.
+    nelo_error = z * NELO_PER_T / math.sqrt(games_per_unit * units)
+    if se > 0.0:
+        los = 100.0 * float(norm.cdf((mu - 0.5) / se))
+    else:
+        los = 50.0 if mu == 0.5 else (100.0 if mu > 0.5 else 0.0)
+    return EloEstimate(_elo(mu), _elo_margin(mu, se, z), nelo, nelo_error, los, mu,
+                       int(round(games_per_unit * units)))
+
+
+def elo_trinomial(wins: int, draws: int, losses: int, confidence: float = 0.95) -> EloEstimate:
+    """Elo, nElo and LOS from W/D/L, every game an independent trial."""
+    return _estimate([losses, draws, wins], TRINOMIAL_SCORES, 1, confidence)
+
+
+def elo_pentanomial(penta: Sequence[int], confidence: float = 0.95) -> EloEstimate:
+    """Elo, nElo and LOS from ``[LL, LD+DL, WL+LW+DD, WD+DW, WW]`` pair counts."""
+    if len(penta) != 5:
+        raise ValueError(f"a pentanomial has 5 counts, not {len(penta)}")
+    return _estimate(penta, PENTANOMIAL_SCORES, 2, confidence)
+
+
+def los_cutechess(wins: int, losses: int) -> float:
+    """cutechess' (and ``cshogi.cli``'s) LOS ``Phi((W - L) / sqrt(W + L))`` in %."""
+    if wins + losses == 0:
+        return 50.0
+    return 100.0 * float(norm.cdf((wins - losses) / math.sqrt(wins + losses)))
+
+
+# --------------------------------------------------------------------------
+# GSPRT
+
+
+def _secular(p: Sequence[float], g: Sequence[float]) -> float:
+    """The x solving ``sum p_i g_i / (1 + x g_i) = 0`` with every ``1 + x g_i > 0``.
+
+    The left side decreases strictly in x on that interval and runs from
+    +inf to -inf, so the root is unique when ``g`` has both signs.
+    """
+    low, high = min(g), max(g)
+    if not low < 0.0 < high:
+        raise BookgenError("the SPRT hypothesis is outside what the outcome scores allow "
+                           "(are the Elo bounds extreme?)")
+    lo, hi = -1.0 / high, -1.0 / low
+    eps = 1e-12 * (hi - lo)
+
+    def f(x: float) -> float:
+        return sum(pi * gi / (1.0 + x * gi) for pi, gi in zip(p, g))
+
+    return float(brentq(f, lo + eps, hi - eps, xtol=1e-15, maxiter=500))
+
+
+def _tilted(p: Sequence[float], g: Sequence[float]) -> list[float]:
+    x = _secular(p, g)
+    return [pi / (1.0 + x * gi) for pi, gi in zip(p, g)]
+
+
+def _mle_mean(p: Sequence[float], a: Sequence[float], s: float) -> list[float]:
+    """Maximum-likelihood distribution on scores ``a`` with mean ``s``."""
+    return _tilted(p, [ai - s for ai in a])
+
+
+def _mle_t_value(p: Sequence[float], a: Sequence[float], ref: float, t: float) -> list[float]:
+    """Maximum-likelihood distribution with ``(mu - ref) / sigma = t``.
+
+    Stationarity gives ``q_i = p_i / (1 + x g_i)`` with
+    ``g_i = a_i - ref - t ((a_i - mu)^2 + sigma^2) / (2 sigma)`` (the
+    constraint's gradient shifted so that ``sum q_i g_i = 0`` is the
+    constraint itself); mu and sigma depend on q, hence the fixed point.
+    """
+    q = list(p)
+    for _ in range(200):
+        mu = sum(qi * ai for qi, ai in zip(q, a))
+        sigma = math.sqrt(sum(qi * (ai - mu) ** 2 for qi, ai in zip(q, a)))
+        g = [ai - ref - t * ((ai - mu) ** 2 + sigma ** 2) / (2.0 * sigma) for ai in a]
+        new = _tilted(p, g)
+        done = max(abs(u - v) for u, v in zip(new, q)) < 1e-12
+        q = new
+        if done:
+            break
+    return q
+
+
+def sprt_llr(counts: Sequence[int], scores: Sequence[float], elo0: float, elo1: float,
+             model: str = "normalized") -> float:
+    """Log-likelihood ratio of H1 (``elo1``) against H0 (``elo0``).
+
+    ``counts[i]`` outcomes scored ``scores[i]`` (0..1, mean per game). Three
+    outcomes (``L, D, W``) are single games; five (the pentanomial) are pairs
+    of games, which matters to the normalised model whose Elo is per game.
+    """
+    if len(counts) != len(scores) or len(counts) < 2:
+        raise ValueError("counts and scores must have the same length (at least 2)")
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, not {model!r}")
+    filled = [max(ZERO_COUNT, float(c)) for c in counts]
+    total = sum(filled)
+    p = [c / total for c in filled]
+    if model == "logistic":
+        q0 = _mle_mean(p, scores, 1.0 / (1.0 + 10.0 ** (-elo0 / 400.0)))
+        q1 = _mle_mean(p, scores, 1.0 / (1.0 + 10.0 ** (-elo1 / 400.0)))
+    else:
+        # A pair's t-value is sqrt(2) times the per-game one (its mean score
+        # averages two games).
+        per_unit = math.sqrt(2.0) if len(counts) == 5 else 1.0
+        q0 = _mle_t_value(p, scores, 0.5, elo0 / NELO_PER_T * per_unit)
+        q1 = _mle_t_value(p, scores, 0.5, elo1 / NELO_PER_T * per_unit)
+    return total * sum(pi * math.log(b / a) for pi, a, b in zip(p, q0, q1))
+
+
+def sprt_bounds(alpha: float, beta: float) -> tuple[float, float]:
+    """``(ln(beta / (1 - alpha)), ln((1 - beta) / alpha))``."""
+    return math.log(beta / (1.0 - alpha)), math.log((1.0 - beta) / alpha)
+
+
+VERDICT_TEXT = {"H1": "H1 accepted", "H0": "H0 accepted", None: "continue"}
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@dataclass
+class SprtResult:
+    """A GSPRT of ``engine`` against ``opponent``; ``verdict`` 'H1', 'H0' or None (continue).
+
+    ``basis`` is 'pentanomial' (complete pairs only; ``games_left_out`` games
+    outside a complete pair are not in the LLR nor the estimate) or
+    'trinomial' (every game). ``counts`` always covers every game.
+    """
+
+    engine: str
+    opponent: str
+    llr: float
+    lower: float
+    upper: float
+    verdict: str | None
+    elo0: float
+    elo1: float
+    alpha: float
+    beta: float
+    model: str
+    basis: str
+    counts: PairCounts
+    estimate: EloEstimate
+    games_left_out: int
+
+    def format_text(self) -> str:
+        c, e = self.counts, self.estimate
+        lines = [f"{self.engine} vs {self.opponent}: {c.games} games, "
+                 f"W {c.wins}  D {c.draws}  L {c.losses}"]
+        if c.penta is not None:
+            lines.append(f"pentanomial [LL, LD, WL+DD, WD, WW]: {c.penta} "
+                         f"({_plural(c.pairs, 'complete pair')}; "
+                         f"{_plural(c.unpaired, 'game')} not in a complete pair)")
+        else:
+            lines.append("pentanomial: no complete colour-swapped pair")
+        if self.basis == "pentanomial" and self.games_left_out:
+            lines.append(f"note: {_plural(self.games_left_out, 'game')} outside a complete "
+                         "pair left out of the estimate and the LLR")
+        lines.append(f"Elo: {e.elo:.2f} +/- {e.elo_error:.2f}, nElo: {e.nelo:.2f} +/- "
+                     f"{e.nelo_error:.2f}, LOS: {e.los:.2f} % ({self.basis}, {e.games} games)")
+        kind = "normalized Elo" if self.model == "normalized" else "logistic Elo"
+        lines.append(f"SPRT ({kind} [{self.elo0:g}, {self.elo1:g}], alpha {self.alpha:g}, "
+                     f"beta {self.beta:g}): LLR {self.llr:.2f} "
+                     f"[{self.lower:.2f}, {self.upper:.2f}] -> {VERDICT_TEXT[self.verdict]}")
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (infinite Elo values become null)."""
+        estimate = {key: _finite(value) if isinstance(value, float) else value
+                    for key, value in asdict(self.estimate).items()}
+        counts = asdict(self.counts)
+        counts["games"], counts["pairs"] = self.counts.games, self.counts.pairs
+        return {"engine": self.engine, "opponent": self.opponent, "llr": self.llr,
+                "lower": self.lower, "upper": self.upper, "verdict": self.verdict,
+                "verdict_text": VERDICT_TEXT[self.verdict], "elo0": self.elo0,
+                "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta,
+                "model": self.model, "basis": self.basis, "counts": counts,
+                "estimate": estimate, "games_left_out": self.games_left_out}
+
+
+def _check_players(games: Sequence[Game], a: str, b: str) -> None:
+    players = sorted({g.black for g in games} | {g.white for g in games})
+    missing = [name for name in (a, b) if name not in players]
+    if missing:
+        found = ", ".join(players) if players else "none"
+        raise BookgenError(f"unknown player {', '.join(map(repr, missing))}; "
+                           f"players found: {found}")
+    if a == b:
+        raise BookgenError("the engine and its opponent must differ")
+
+
+def sprt(games: Sequence[Game], a: str, b: str, *, elo0: float, elo1: float,
+         alpha: float = 0.05, beta: float = 0.05, model: str = "normalized",
+         trinomial: bool = False) -> SprtResult:
+    """GSPRT of ``a`` against ``b`` for H0 ``elo0`` vs H1 ``elo1`` (see the module doc)."""
+    if model not in MODELS:
+        raise BookgenError(f"model must be one of {', '.join(MODELS)}, not {model!r}")
+    if not elo0 < elo1:
+        raise BookgenError(f"elo0 ({elo0:g}) must be below elo1 ({elo1:g})")
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not 0.0 < value < 1.0:
+            raise BookgenError(f"{name} must be in (0, 1), not {value:g}")
+    if alpha + beta >= 1.0:
+        raise BookgenError("alpha + beta must be below 1")
+    _check_players(games, a, b)
+    counts = count_games(games, a, b)
+    if counts.games == 0:
+        raise BookgenError(f"no games between {a} and {b}")
+    lower, upper = sprt_bounds(alpha, beta)
+    estimate: EloEstimate
+    if counts.penta is not None and not trinomial:
+        basis, left_out = "pentanomial", counts.unpaired
+        penta = counts.penta
+        estimate = elo_pentanomial(penta)
+        llr = sprt_llr(penta, PENTANOMIAL_SCORES, elo0, elo1, model)
+    else:
+        basis, left_out = "trinomial", 0
+        estimate = elo_trinomial(counts.wins, counts.draws, counts.losses)
+        llr = sprt_llr([counts.losses, counts.draws, counts.wins], TRINOMIAL_SCORES,
+                       elo0, elo1, model)
+    verdict = "H1" if llr >= upper else "H0" if llr <= lower else None
+    return SprtResult(a, b, llr, lower, upper, verdict, elo0, elo1, alpha, beta, model, basis,
+                      counts, estimate, left_out)

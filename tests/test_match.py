@@ -1,0 +1,415 @@
+"""bookgen match: schedules, real engine matches, rule adjudication, faults, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import cshogi
+import cshogi.CSA
+import pytest
+
+from analysis.results import load_games
+from analysis.schedule import schedule
+from bookgen.errors import BookgenError
+from bookgen.rules import GameState
+from conftest import PYTHON, ROOT, run_cli
+
+FAIRY = "usi:/usr/games/fairy-stockfish"
+GPSUSI = "usi:/usr/games/gpsusi"
+FAKES = Path(__file__).resolve().parent / "fake_engines"
+OPENINGS = ["startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",
+            "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"]
+DECLARATION_SFEN = "RRBBG4/GGSSK4/NN7/9/9/9/9/9/8k b 2P 1"
+
+
+def fake(*args: object, engine: str = "fake_engine.py") -> str:
+    return "usi:" + " ".join(shlex.quote(str(p)) for p in (PYTHON, FAKES / engine, *args))
+
+
+def write_openings(path: Path, lines: list[str] = OPENINGS) -> Path:
+    path.write_text("# test openings\n\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def rows(results: Path) -> list[sqlite3.Row]:
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    try:
+        return db.execute("SELECT * FROM games ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
+def match(tmp_path: Path, *args: object, expect: int = 0, results: str = "r.sqlite"):
+    out = run_cli("match", "-o", tmp_path / results, "--quiet", "--json", *args, expect=expect)
+    return json.loads(out.stdout) if expect == 0 else out
+
+
+def check_games(results: Path) -> list[sqlite3.Row]:
+    """Every game replays legally from its start, and its result agrees with its reason."""
+    games = rows(results)
+    for game in games:
+        state = GameState(game["start_sfen"], max_ply=None)
+        moves = game["moves"].split()
+        for move in moves:
+            assert state.push(move) is None or state.ply == len(moves), game["game_key"]
+        assert game["plies"] == len(moves)
+        loser_to_move = {"black": cshogi.WHITE, "white": cshogi.BLACK}.get(game["result"])
+        reason = game["reason"]
+        if reason == "checkmate":
+            assert state.outcome is not None and state.board.is_check()
+            assert state.board.turn == loser_to_move
+        elif reason in ("repetition draw", "max ply"):
+            assert game["result"] == "draw"
+        elif reason in ("resign", "illegal move", "time forfeit", "engine failure",
+                        "illegal declaration"):
+            assert state.outcome is None and state.board.turn == loser_to_move, game["game_key"]
+        elif reason == "declaration":
+            assert state.can_declare() and game["result"] == (
+                "black" if state.board.turn == cshogi.BLACK else "white")
+        elif reason == "perpetual check":
+            assert state.outcome is not None and str(state.outcome.reason) == reason
+            assert game["result"] == str(state.outcome.result.name).split("_")[0].lower()
+        else:
+            pytest.fail(f"unexpected reason {reason}")
+    return games
+
+
+def check_pairs(games: list[sqlite3.Row]) -> None:
+    by_pair: dict[int, list[sqlite3.Row]] = {}
+    for game in games:
+        by_pair.setdefault(game["pair"], []).append(game)
+    for pair, members in by_pair.items():
+        assert len(members) == 2, pair
+        first, second = members
+        assert first["opening"] == second["opening"]
+        assert first["start_sfen"] == second["start_sfen"]
+        assert (first["black"], first["white"]) == (second["white"], second["black"])
+
+
+# --------------------------------------------------------------------------
+# schedules
+
+
+def test_schedule_pairs_swap_colours_and_keys_are_stable():
+    openings = list(enumerate(["a", "b", "c"]))
+    short = schedule(["x", "y", "z"], openings, "round-robin", pairs_per_pairing=2)
+    long = schedule(["x", "y", "z"], openings, "round-robin", pairs_per_pairing=5)
+    assert len(short) == 3 * 2 * 2 and len(long) == 3 * 5 * 2
+    assert long[:len(short)] == short  # extending a match keeps every key and pair number
+    assert len({t.key for t in long}) == len(long)
+    for first, second in zip(long[::2], long[1::2]):
+        assert first.pair == second.pair and first.opening == second.opening
+        assert (first.black, first.white) == (second.white, second.black)
+        assert not first.swapped and second.swapped
+    # Openings cycle once every pairing used them all.
+    assert [t.opening for t in long if {t.black, t.white} == {"x", "y"}][::2] == \
+        ["a", "b", "c", "a", "b"]
+    gauntlet = schedule(["x", "y", "z"], openings, "gauntlet", pairs_per_pairing=1)
+    assert {frozenset((t.black, t.white)) for t in gauntlet} == {frozenset("xy"),
+                                                                  frozenset("xz")}
+    with pytest.raises(BookgenError, match="exactly 2"):
+        schedule(["x", "y", "z"], openings, "pairs", pairs_per_pairing=1)
+
+
+# --------------------------------------------------------------------------
+# real engines
+
+
+def test_fairy_stockfish_against_the_builtin_player(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt")
+    summary = match(tmp_path, "--engine", f"fsf={FAIRY}", "--option", "fsf:USI_Hash=16",
+                    "--builtin", "bi", "--option", "bi:nodes=2000", "--openings", openings,
+                    "--nodes", "3000", "--max-ply", "100", "--pgn", tmp_path / "games.pgn",
+                    "--csa", tmp_path / "csa")
+    assert summary["played"] == summary["scheduled"] == 6
+    assert sum(summary["points"].values()) == 6
+    games = check_games(tmp_path / "r.sqlite")
+    check_pairs(games)
+    assert {g["opening_index"] for g in games} == {0, 1, 2}
+    # The PGN holds the same games, sente as White, with colour-swapped pairs.
+    pgn = load_games([tmp_path / "games.pgn"])
+    assert [(g.black, g.white, g.result, g.reason, g.plies) for g in pgn] == \
+        [(g["black"], g["white"], g["result"], g["reason"], g["plies"]) for g in games]
+    assert len({g.pair for g in pgn}) == 3
+    # CSA records replay to the same moves and results.
+    records = sorted((tmp_path / "csa").glob("*.csa"))
+    assert len(records) == 6
+    by_names = {(g["pair"], g["black"]): g for g in games}
+    for path in records:
+        parser = cshogi.CSA.Parser.parse_file(str(path))[0]
+        pair = int(path.name.split("-")[1])
+        game = by_names[(pair, parser.names[0])]
+        assert [cshogi.move_to_usi(m) for m in parser.moves] == game["moves"].split()
+        expected = {"black": cshogi.BLACK_WIN, "white": cshogi.WHITE_WIN, "draw": cshogi.DRAW}
+        assert parser.win == expected[game["result"]]
+    db = sqlite3.connect(tmp_path / "r.sqlite")
+    players = dict(db.execute("SELECT name, engine FROM players").fetchall())
+    assert players["fsf"].lower().startswith("fairy-stockfish")
+    assert players["bi"].startswith("bookgen builtin")
+    db.close()
+
+
+def test_fairy_stockfish_against_gpsusi(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt", OPENINGS[:1])
+    # gpsusi rounds byoyomi up to whole seconds, hence the margin.
+    summary = match(tmp_path, "--engine", f"fsf={FAIRY}", "--engine", f"gps={GPSUSI}",
+                    "--option", "gps:BookDepth=0", "--option", "fsf:USI_Hash=16",
+                    "--openings", openings, "--byoyomi", "200", "--margin", "2500",
+                    "--max-ply", "26")
+    assert summary["played"] == 2
+    games = check_games(tmp_path / "r.sqlite")
+    check_pairs(games)
+    assert all(g["reason"] != "time forfeit" and g["reason"] != "engine failure"
+               for g in games), [dict(g) for g in games]
+    assert all(g["black_ms"] > 0 and g["white_ms"] > 0 for g in games)
+
+
+def test_resume_and_extend_play_only_missing_games(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt")
+    common = ["--builtin", "a", "--builtin", "b", "--option", "a:nodes=300",
+              "--option", "b:nodes=600", "--openings", openings, "--nodes", "1",
+              "--max-ply", "40", "--seed", "7"]
+    first = match(tmp_path, *common, "--games", "2")
+    assert (first["played"], first["previously_played"]) == (2, 0)
+    again = match(tmp_path, *common, "--games", "2")
+    assert (again["played"], again["previously_played"]) == (0, 2)
+    more = match(tmp_path, *common, "--games", "6")
+    assert (more["played"], more["previously_played"]) == (4, 2)
+    games = check_games(tmp_path / "r.sqlite")
+    assert len(games) == 6 and len({g["game_key"] for g in games}) == 6
+    check_pairs(games)
+    # --seed shuffles the openings but every opening is used once per cycle.
+    assert sorted({g["opening_index"] for g in games}) == [0, 1, 2]
+    # A different setting is a different match in the same file.
+    other = match(tmp_path, *common[:-2], "--games", "2")
+    assert other["match_id"] != first["match_id"] and other["played"] == 2
+
+
+def test_concurrency_plays_the_same_schedule(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt")
+    common = ["--engine", f"f={fake()}", "--builtin", "b", "--option", "b:nodes=200",
+              "--openings", openings, "--nodes", "1", "--max-ply", "30"]
+    one = match(tmp_path, *common, results="one.sqlite")
+    two = match(tmp_path, *common, "--concurrency", "2", results="two.sqlite")
+    assert one["played"] == two["played"] == 6
+
+    def key_results(name: str):
+        return sorted((g["game_key"], g["result"], g["moves"]) for g in rows(tmp_path / name))
+
+    # Deterministic players: the same games, whatever the order they finished in.
+    assert key_results("one.sqlite") == key_results("two.sqlite")
+
+
+# --------------------------------------------------------------------------
+# the rules, on scripted games
+
+
+def scripted(tmp_path: Path, name: str, moves: str, *extra: object) -> str:
+    script = tmp_path / f"{name}.script"
+    script.write_text(moves)
+    return fake("--script", script, *extra)
+
+
+def play_scripted(tmp_path: Path, opening: str, moves: str, *args: object,
+                  engine_args: tuple = ()) -> sqlite3.Row:
+    """Both sides play the scripted moves; returns the first game (black = 'one')."""
+    openings = write_openings(tmp_path / "openings.txt", [opening])
+    engine = scripted(tmp_path, "game", moves, *engine_args)
+    match(tmp_path, "--engine", f"one={engine}", "--engine", f"two={engine}",
+          "--openings", openings, "--nodes", "1", *args)
+    games = check_games(tmp_path / "r.sqlite")
+    assert games[0]["black"] == "one"
+    return games[0]
+
+
+def test_fourfold_repetition_is_a_draw(tmp_path):
+    game = play_scripted(tmp_path, "startpos", "2h3h 8b7b 3h2h 7b8b " * 3)
+    assert (game["result"], game["reason"], game["plies"]) == ("draw", "repetition draw", 12)
+
+
+def test_perpetual_check_loses_for_the_checker(tmp_path):
+    game = play_scripted(tmp_path, "sfen k8/9/9/9/9/9/9/9/1R2K4 b - 1",
+                         "8i9i 9a8a 9i8i 8a9a " * 3)
+    assert (game["result"], game["reason"], game["plies"]) == ("white", "perpetual check", 12)
+
+
+def test_declaration_win_and_false_declaration(tmp_path):
+    game = play_scripted(tmp_path, f"sfen {DECLARATION_SFEN}", "win")
+    assert (game["result"], game["reason"], game["plies"]) == ("black", "declaration", 0)
+    (tmp_path / "false").mkdir()
+    false = play_scripted(tmp_path / "false", "startpos", "7g7f win")
+    assert (false["result"], false["reason"], false["plies"]) == ("black",
+                                                                  "illegal declaration", 1)
+
+
+def test_builtin_player_declares(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt", [f"sfen {DECLARATION_SFEN}"])
+    match(tmp_path, "--builtin", "a", "--builtin", "b", "--openings", openings, "--nodes", "1")
+    games = check_games(tmp_path / "r.sqlite")
+    assert [(g["black"], g["result"], g["reason"]) for g in games] == [
+        ("a", "black", "declaration"), ("b", "black", "declaration")]
+
+
+def test_max_ply_counts_from_the_initial_position(tmp_path):
+    moves = "5i5h 5a5b 5h5i 5b5a 6i5h 4a4b 5h6i 4b4a 4i5h 6a5b"
+    game = play_scripted(tmp_path, "startpos moves 7g7f 3c3d", moves, "--max-ply", "8")
+    # Two opening plies, so six plies are played before ply 8.
+    assert (game["result"], game["reason"], game["plies"]) == ("draw", "max ply", 6)
+
+
+def test_checkmate_and_score_resignation(tmp_path):
+    # Fool's-mate style: black mates with the gold after white's blunders.
+    mate = play_scripted(tmp_path, "sfen 4k4/9/4P4/9/9/9/9/9/4K4 b G 1", "G*5b")
+    assert (mate["result"], mate["reason"], mate["plies"]) == ("black", "checkmate", 1)
+    (tmp_path / "r.sqlite").unlink()
+    resigned = play_scripted(tmp_path, "startpos", "2h3h 8b7b 3h2h 7b8b 2g2f", "--resign",
+                             "500", "--resign-moves", "2", engine_args=("--score", "-900"))
+    # Black reports -900 twice (plies 0 and 2) and resigns at its second report.
+    assert (resigned["result"], resigned["reason"], resigned["plies"]) == ("white", "resign", 2)
+
+
+# --------------------------------------------------------------------------
+# faults
+
+
+def test_faulty_engines_lose_and_the_match_goes_on(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt", OPENINGS[:1])
+    summary = match(tmp_path, "--engine", "ok=builtin", "--option", "ok:nodes=200",
+                    "--engine", f"crash={fake(engine='crash_engine.py')}",
+                    "--engine", f"hang={fake(engine='hang_engine.py')}",
+                    "--engine", f"bad={fake(engine='garbage_engine.py')}",
+                    "--engine", f"noisy={fake('--garbage')}",
+                    "--format", "gauntlet", "--openings", openings,
+                    "--byoyomi", "100", "--margin", "300", "--max-ply", "30")
+    assert summary["played"] == summary["scheduled"] == 4 * 2
+    games = check_games(tmp_path / "r.sqlite")
+    check_pairs(games)
+    by_opponent: dict[str, list[sqlite3.Row]] = {}
+    for game in games:
+        opponent = game["white"] if game["black"] == "ok" else game["black"]
+        by_opponent.setdefault(opponent, []).append(game)
+
+    def losses(name: str) -> list[tuple[str, str]]:
+        return [(g["reason"], g["detail"]) for g in by_opponent[name]
+                if g["result"] == ("white" if g["black"] == name else "black")]
+
+    # crash_engine dies on its second search; it was restarted for its second game,
+    # where it again played one move before dying.
+    crashes = losses("crash")
+    assert [reason for reason, _ in crashes] == ["engine failure"] * 2
+    assert all("crash" in detail for _, detail in crashes)
+    assert sorted(g["plies"] for g in by_opponent["crash"]) == [2, 3]
+    # hang never answers: a time forfeit at its first move.
+    assert [reason for reason, _ in losses("hang")] == ["time forfeit"] * 2
+    # bad prints garbage, then an illegal move.
+    assert losses("bad") == [("illegal move", "9a9a")] * 2
+    # noisy prints the same garbage but plays legal moves: its games end normally.
+    assert all(g["reason"] not in ("engine failure", "time forfeit", "illegal move")
+               for g in by_opponent["noisy"])
+
+
+def test_engine_that_cannot_start_stops_the_match_before_any_game(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt")
+    out = match(tmp_path, "--engine", "x=usi:/nonexistent/engine", "--builtin", "b",
+                "--openings", openings, expect=2)
+    assert "player x" in out.stderr and "/nonexistent/engine" in out.stderr
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+# --------------------------------------------------------------------------
+# interruption
+
+
+def run_match_process(tmp_path: Path, *args: object) -> subprocess.Popen:
+    return subprocess.Popen([str(ROOT / ".venv" / "bin" / "bookgen"), "match", "--quiet",
+                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_for_games(results: Path, count: int, process: subprocess.Popen) -> None:
+    for _ in range(600):
+        if results.exists():
+            try:
+                if len(rows(results)) >= count:
+                    return
+            except sqlite3.OperationalError:
+                pass
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.1)
+    pytest.fail("no games were written")
+
+
+@pytest.mark.parametrize("how", ["sigint", "sigkill"])
+def test_interrupted_match_resumes(tmp_path, how):
+    openings = write_openings(tmp_path / "openings.txt")
+    results = tmp_path / "r.sqlite"
+    args = ["--builtin", "a", "--builtin", "b", "--option", "a:nodes=1000",
+            "--option", "b:nodes=1000", "--openings", openings, "--nodes", "1",
+            "--games", "8", "--max-ply", "40", "-o", results]
+    process = run_match_process(tmp_path, *args)
+    wait_for_games(results, 1, process)
+    process.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
+    stdout, stderr = process.communicate(timeout=120)
+    if how == "sigint":
+        assert process.returncode == 0, stderr
+        assert "interrupted" in stdout
+        db = sqlite3.connect(results)
+        assert db.execute("SELECT status FROM matches").fetchone()[0] == "interrupted"
+        db.close()
+    else:
+        assert process.returncode == -signal.SIGKILL
+    before = len(rows(results))
+    assert 1 <= before < 8
+    summary = match(tmp_path, *args[:-2])
+    assert summary["previously_played"] == before and summary["played"] == 8 - before
+    games = check_games(results)
+    assert len(games) == 8
+    check_pairs(games)
+
+
+# --------------------------------------------------------------------------
+# errors
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--engine", "nousi=/usr/games/fairy-stockfish"], "expected NAME=usi:COMMAND"),
+    (["--builtin", "a", "--builtin", "b", "--option", "c:nodes=1"], "no player named 'c'"),
+    (["--builtin", "a", "--builtin", "b", "--option", "a:speed=1"], "unknown built-in option"),
+    (["--builtin", "a", "--builtin", "a"], "two players are named 'a'"),
+    (["--builtin", "a", "--builtin", "b", "--games", "3"], "even"),
+    (["--builtin", "a", "--builtin", "b", "--nodes", "10", "--byoyomi", "10"],
+     "--nodes excludes"),
+    (["--builtin", "a", "--builtin", "b", "--games", "2", "--rounds", "1"], "exclude"),
+    (["--builtin", "a", "--builtin", "b", "--builtin", "c", "--format", "pairs"],
+     "exactly 2"),
+    (["--engine", f"gps={GPSUSI}", "--builtin", "b", "--nodes", "100"], "go nodes"),
+    (["--engine", f"fsf={FAIRY}", "--option", "fsf:NoSuchOption=1", "--builtin", "b"],
+     "NoSuchOption"),
+])
+def test_bad_arguments_are_clear_errors(tmp_path, args, message):
+    openings = write_openings(tmp_path / "openings.txt")
+    out = match(tmp_path, *args, "--openings", openings, expect=2)
+    assert message in out.stderr
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_bad_openings_name_the_line(tmp_path):
+    openings = tmp_path / "openings.txt"
+    openings.write_text("startpos moves 7g7f\nstartpos moves 7g7f 7g7f\n")
+    out = match(tmp_path, "--builtin", "a", "--builtin", "b", "--openings", openings, expect=2)
+    assert f"{openings}:2" in out.stderr
+    openings = write_openings(tmp_path / "good.txt")
+    book = tmp_path / "book.sqlite"
+    run_cli("import", ROOT / "data" / "sample.db", "-b", book)
+    out = match(tmp_path, "--builtin", "a", "--builtin", "b", "--openings", openings,
+                "--games", "2", expect=2, results="book.sqlite")
+    assert "book.sqlite" in out.stderr
+    assert os.path.getsize(book) > 0

@@ -1,0 +1,430 @@
+"""Pairwise statistics and the GSPRT (analysis.pairstats, ``bookgen sprt``).
+
+The numeric vectors are the public ones of fastchess, ShogiHome and cshogi
+(see the statistics reference); results files are built with
+``ResultsFile`` and PGN files with ``write_pgn_game``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import STARTPOS, run_cli
+
+from analysis import pairstats
+from analysis.pairstats import (PENTANOMIAL_SCORES, TRINOMIAL_SCORES, PairCounts,
+                                count_games, elo_pentanomial, elo_trinomial, los_cutechess,
+                                sprt, sprt_llr)
+from analysis.results import Game, ResultsFile, write_pgn_game
+
+
+def fastchess_penta(ll: int, ld: int, wl: int, dd: int, wd: int, ww: int) -> list[int]:
+    """fastchess' order LL, LD, WL, DD, WD, WW to [LL, LD+DL, WL+LW+DD, WD+DW, WW]."""
+    return [ll, ld, wl + dd, wd, ww]
+
+
+# --------------------------------------------------------------------------
+# public vectors
+
+
+@pytest.mark.parametrize("wins, losses, draws, model, elo0, elo1, expected", [
+    (36433, 36027, 68692, "normalized", 0, 2, 0.92),
+    (21404, 21184, 40708, "logistic", 0.5, 2.5, -1.57),
+])
+def test_fastchess_trinomial_llr(wins, losses, draws, model, elo0, elo1, expected):
+    llr = sprt_llr([losses, draws, wins], TRINOMIAL_SCORES, elo0, elo1, model)
+    assert round(llr, 2) == expected
+
+
+@pytest.mark.parametrize("fastchess, model, elo0, elo1, expected", [
+    ((365, 16618, 36029, 200, 16974, 390), "normalized", 0, 2, 2.25),
+    ((871, 26175, 55003, 980, 26678, 821), "logistic", 0, 2, -4.98),
+])
+def test_fastchess_pentanomial_llr(fastchess, model, elo0, elo1, expected):
+    llr = sprt_llr(fastchess_penta(*fastchess), PENTANOMIAL_SCORES, elo0, elo1, model)
+    assert round(llr, 2) == expected
+
+
+def test_fastchess_elo_stats():
+    estimate = elo_trinomial(136, 111, 96)
+    assert f"{estimate.elo:.2f}" == "40.70"
+    assert f"{estimate.elo_error:.2f}" == "30.43"
+    assert f"{estimate.nelo:.2f}" == "49.77"
+    assert f"{estimate.nelo_error:.2f}" == "36.77"
+    assert f"{estimate.los:.2f}" == "99.60"
+    assert estimate.games == 343
+    assert estimate.score == pytest.approx((136 + 111 / 2) / 343)
+
+
+@pytest.mark.parametrize("penta, elo0, elo1, expected", [
+    ([19, 4020, 10316, 4215, 24], -1.75, 0.25, 2.94),
+    ([103, 3851, 8316, 3728, 98], 0, 2, -2.03),
+    ([2, 40, 72, 14, 0], 0, 2, -0.36),
+])
+def test_shogihome_llr(penta, elo0, elo1, expected):
+    assert round(sprt_llr(penta, PENTANOMIAL_SCORES, elo0, elo1, "normalized"), 2) == expected
+
+
+def test_cshogi_vector():
+    estimate = elo_trinomial(62, 0, 38)
+    assert f"{estimate.elo:.1f}" == "85.0"
+    assert f"{estimate.elo_error:.1f}" == "71.3"  # exact normal quantile
+    assert f"{los_cutechess(62, 38):.1f}" == "99.2"
+
+
+def test_cshogi_margin_comes_from_its_quantile_approximation():
+    # cshogi's printed 71.2 uses Winitzki's erf^-1 approximation for the
+    # 97.5 % quantile; the same margin formula with that quantile gives it.
+    a = 8 * (3.1415926535897 - 3) / (3 * 3.1415926535897 * (4 - 3.1415926535897))
+    y = math.log(1 - 0.95 ** 2)
+    zw = 2 / (3.1415926535897 * a) + y / 2
+    z = math.sqrt(2) * math.sqrt(math.sqrt(zw * zw - y / a) - zw)
+    mu = 0.62
+    se = math.sqrt(0.62 * 0.38 ** 2 + 0.38 * 0.62 ** 2) / 10
+    assert f"{pairstats._elo_margin(mu, se, z):.1f}" == "71.2"
+
+
+def test_sprt_bounds():
+    lower, upper = pairstats.sprt_bounds(0.05, 0.05)
+    assert f"{lower:.3f}" == "-2.944" and f"{upper:.3f}" == "2.944"
+    lower, upper = pairstats.sprt_bounds(0.05, 0.1)
+    assert lower == pytest.approx(math.log(0.1 / 0.95))
+    assert upper == pytest.approx(math.log(0.9 / 0.05))
+
+
+# --------------------------------------------------------------------------
+# properties of the estimates and the LLR
+
+
+@pytest.mark.parametrize("model", ["normalized", "logistic"])
+@pytest.mark.parametrize("counts, scores", [
+    ([30, 50, 45], TRINOMIAL_SCORES), ([3, 20, 41, 27, 9], PENTANOMIAL_SCORES)])
+def test_llr_mirror_symmetry(model, counts, scores):
+    """Swapping the players' roles mirrors the counts and the hypotheses."""
+    direct = sprt_llr(counts, scores, -1, 4, model)
+    mirrored = sprt_llr(counts[::-1], scores, 1, -4, model)
+    assert mirrored == pytest.approx(direct, rel=1e-9)
+    assert sprt_llr(counts, scores, 4, -1, model) == pytest.approx(-direct, rel=1e-9)
+
+
+def test_llr_is_zero_for_equal_hypotheses_and_grows_with_data():
+    assert sprt_llr([10, 20, 30], TRINOMIAL_SCORES, 5, 5) == pytest.approx(0, abs=1e-9)
+    small = sprt_llr([10, 20, 30], TRINOMIAL_SCORES, 0, 10)
+    large = sprt_llr([100, 200, 300], TRINOMIAL_SCORES, 0, 10)
+    assert small > 0 and large == pytest.approx(10 * small, rel=1e-6)
+
+
+def test_llr_zero_counts_are_replaced():
+    # Counts below 1e-3 (zero included) become 1e-3; larger ones stay.
+    def llr(first: float) -> float:
+        return sprt_llr([first, 5, 9], TRINOMIAL_SCORES, 0, 20, "logistic")
+
+    assert llr(0) == llr(5e-4) == llr(1e-3)
+    assert llr(0) != pytest.approx(llr(2e-3), rel=1e-9)
+    assert math.isfinite(sprt_llr([0, 0, 7, 0, 0], PENTANOMIAL_SCORES, 0, 2))
+
+
+def test_logistic_llr_by_brute_force():
+    """The logistic LLR equals maximising the likelihood over distributions with the
+    hypothesised mean, done here independently with scipy's SLSQP."""
+    from scipy.optimize import minimize
+
+    counts = [7, 30, 12]
+    p = [c / sum(counts) for c in counts]
+
+    def best(mean: float) -> float:
+        result = minimize(lambda q: -sum(pi * math.log(qi) for pi, qi in zip(p, q)),
+                          p, method="SLSQP", bounds=[(1e-9, 1)] * 3,
+                          constraints=[{"type": "eq", "fun": lambda q: sum(q) - 1},
+                                       {"type": "eq",
+                                        "fun": lambda q: q[1] * 0.5 + q[2] - mean}],
+                          options={"ftol": 1e-14, "maxiter": 500})
+        return -result.fun
+
+    def score(elo: float) -> float:
+        return 1 / (1 + 10 ** (-elo / 400))
+
+    expected = sum(counts) * (best(score(30)) - best(score(-10)))
+    assert sprt_llr(counts, TRINOMIAL_SCORES, -10, 30, "logistic") == pytest.approx(
+        expected, rel=1e-5)
+
+
+def test_elo_pentanomial_counts_pairs_as_two_games():
+    estimate = elo_pentanomial([1, 4, 10, 6, 3])
+    assert estimate.games == 48
+    assert estimate.score == pytest.approx((4 * 0.25 + 10 * 0.5 + 6 * 0.75 + 3) / 24)
+    mu = estimate.score
+    var = (1 * mu ** 2 + 4 * (0.25 - mu) ** 2 + 10 * (0.5 - mu) ** 2 + 6 * (0.75 - mu) ** 2
+           + 3 * (1 - mu) ** 2) / 24
+    assert estimate.nelo == pytest.approx((mu - 0.5) / math.sqrt(2 * var) * 800 / math.log(10))
+    assert estimate.nelo_error == pytest.approx(1.959964 * 800 / math.log(10) / math.sqrt(48),
+                                                rel=1e-6)
+
+
+def test_elo_extremes_are_infinite_not_errors():
+    estimate = elo_trinomial(5, 0, 0)
+    assert estimate.elo == math.inf and estimate.elo_error == math.inf
+    assert estimate.los == 100.0
+    even = elo_trinomial(0, 4, 0)
+    assert even.elo == 0 and even.nelo == 0 and even.los == 50.0
+    with pytest.raises(ValueError):
+        elo_trinomial(0, 0, 0)
+
+
+def test_los_cutechess():
+    assert los_cutechess(10, 10) == pytest.approx(50)
+    assert los_cutechess(0, 0) == 50
+    assert los_cutechess(136, 96) == pytest.approx(99.568, abs=1e-3)
+
+
+# --------------------------------------------------------------------------
+# counting pairs
+
+
+def g(black: str, white: str, result: str, pair: str | None = None) -> Game:
+    return Game(black, white, result, "resign", 100, pair)
+
+
+def test_count_games_pentanomial_by_hand():
+    games = [
+        # A's scores per pair: (as black, as white)
+        g("A", "B", "white", "p1"), g("B", "A", "black", "p1"),  # L L -> LL
+        g("A", "B", "white", "p2"), g("B", "A", "draw", "p2"),   # L D -> LD
+        g("B", "A", "draw", "p3"), g("A", "B", "white", "p3"),   # D L (order swapped) -> LD
+        g("A", "B", "black", "p4"), g("B", "A", "black", "p4"),  # W L -> WL
+        g("A", "B", "draw", "p5"), g("B", "A", "draw", "p5"),    # D D -> DD
+        g("A", "B", "black", "p6"), g("B", "A", "draw", "p6"),   # W D -> WD
+        g("A", "B", "black", "p7"), g("B", "A", "white", "p7"),  # W W -> WW
+        g("A", "B", "white", "p8"), g("B", "A", "white", "p8"),  # L W -> WL
+        g("A", "B", "black", "p9"),                              # lone game
+        g("A", "B", "draw"),                                     # no pair key
+        g("A", "B", "black", "p10"), g("A", "B", "white", "p10"),  # same colours twice
+        g("A", "C", "black", "p11"), g("C", "A", "white", "p11"),  # another opponent
+    ]
+    counts = count_games(games, "A", "B")
+    assert counts.penta == [1, 2, 3, 1, 1]
+    assert counts.unpaired == 4
+    # W/D/L cover every A-B game, paired or not.
+    assert (counts.wins, counts.draws, counts.losses) == (7, 6, 7)
+    assert counts.games == 20 and counts.pairs == 8
+    # From B's side the pentanomial is reversed.
+    reverse = count_games(games, "B", "A")
+    assert reverse.penta == [1, 1, 3, 2, 1]
+    assert (reverse.wins, reverse.draws, reverse.losses) == (7, 6, 7)
+
+
+def test_count_games_extra_game_under_a_pair_key_is_unpaired():
+    games = [g("A", "B", "black", "k"), g("B", "A", "white", "k"), g("A", "B", "draw", "k")]
+    counts = count_games(games, "A", "B")
+    assert counts.penta == [0, 0, 0, 0, 1]
+    assert counts.unpaired == 1
+
+
+def test_count_games_without_pairs():
+    counts = count_games([g("A", "B", "black"), g("B", "A", "draw")], "A", "B")
+    assert counts == PairCounts(1, 1, 0, None, 2)
+    with pytest.raises(ValueError):
+        count_games([], "A", "A")
+
+
+def test_sprt_uses_complete_pairs_only_and_reports_the_rest():
+    games = [g("A", "B", "black", "1"), g("B", "A", "white", "1"),
+             g("A", "B", "draw", "2"), g("B", "A", "white", "2"),
+             g("A", "B", "white", "3"), g("B", "A", "draw", "3"),
+             g("A", "B", "white", "4")]
+    result = sprt(games, "A", "B", elo0=0, elo1=5)
+    assert result.basis == "pentanomial"
+    assert result.counts.penta == [0, 1, 0, 1, 1]
+    assert result.games_left_out == 1
+    assert result.llr == pytest.approx(sprt_llr([0, 1, 0, 1, 1], PENTANOMIAL_SCORES, 0, 5))
+    assert result.estimate.games == 6
+    assert "1 game outside a complete pair left out" in result.format_text()
+
+    tri = sprt(games, "A", "B", elo0=0, elo1=5, trinomial=True, model="logistic")
+    assert tri.basis == "trinomial" and tri.games_left_out == 0
+    assert tri.llr == pytest.approx(sprt_llr([2, 2, 3], TRINOMIAL_SCORES, 0, 5, "logistic"))
+    assert tri.estimate.games == 7
+
+
+def test_sprt_falls_back_to_trinomial_without_pairs():
+    result = sprt([g("A", "B", "black"), g("B", "A", "white"), g("A", "B", "draw")], "A", "B",
+                  elo0=0, elo1=5)
+    assert result.basis == "trinomial"
+    assert result.llr == pytest.approx(sprt_llr([0, 1, 2], TRINOMIAL_SCORES, 0, 5))
+
+
+# --------------------------------------------------------------------------
+# files and the command line
+
+
+OUTCOMES = {  # pentanomial index -> (A's result as black, A's result as white)
+    0: ("white", "black"), 1: ("white", "draw"), 2: ("draw", "draw"), 3: ("black", "draw"),
+    4: ("black", "white"),
+}
+
+
+def pair_games(penta: list[int], a: str = "A", b: str = "B") -> list[dict]:
+    """Games rows (for ResultsFile.add_game) realising a pentanomial of ``a`` vs ``b``."""
+    rows: list[dict] = []
+    pair = 0
+    for index, count in enumerate(penta):
+        for _ in range(count):
+            first, second = OUTCOMES[index]
+            for colour, result in ((0, first), (1, second)):
+                black, white = (a, b) if colour == 0 else (b, a)
+                rows.append(dict(game_key=f"{pair}-{colour}", round=pair, pair=pair,
+                                 opening_index=pair, opening=f"opening {pair}",
+                                 start_sfen=STARTPOS, black=black, white=white, result=result,
+                                 reason="resign" if result != "draw" else "max ply",
+                                 plies=80, moves="7g7f 3c3d"))
+            pair += 1
+    return rows
+
+
+def write_results(path: Path, rows: list[dict], key: str = "m1") -> Path:
+    with ResultsFile(path) as results:
+        match_id = results.begin_match(key, {"test": key}, len(rows))
+        for row in rows:
+            results.add_game(match_id, **row)
+    return path
+
+
+def sprt_json(*args: object) -> dict:
+    return json.loads(run_cli("sprt", *args, "--json").stdout)
+
+
+def test_cli_sprt_h1_on_a_lopsided_result(tmp_path):
+    penta = [4, 20, 80, 60, 36]
+    path = write_results(tmp_path / "r.sqlite", pair_games(penta))
+    data = sprt_json(path, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "10")
+    assert data["counts"]["penta"] == penta
+    assert data["counts"]["games"] == 400 and data["games_left_out"] == 0
+    assert data["basis"] == "pentanomial"
+    assert data["llr"] == pytest.approx(sprt_llr(penta, PENTANOMIAL_SCORES, 0, 10))
+    assert data["llr"] > data["upper"] and data["verdict"] == "H1"
+    text = run_cli("sprt", path, "--engine", "A", "--vs", "B", "--elo0", "0",
+                   "--elo1", "10").stdout
+    assert "H1 accepted" in text
+    assert f"{penta}" in text and "W 132  D 240  L 28" in text
+    estimate = elo_pentanomial(penta)
+    assert f"Elo: {estimate.elo:.2f} +/- {estimate.elo_error:.2f}" in text
+    assert f"nElo: {estimate.nelo:.2f} +/- {estimate.nelo_error:.2f}" in text
+    assert f"LOS: {estimate.los:.2f} %" in text
+
+
+def test_cli_sprt_h0_and_continue(tmp_path):
+    losing = write_results(tmp_path / "h0.sqlite", pair_games([36, 60, 80, 20, 4]))
+    data = sprt_json(losing, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "10")
+    assert data["verdict"] == "H0" and data["llr"] < data["lower"]
+    text = run_cli("sprt", losing, "--engine", "A", "--vs", "B", "--elo0", "0",
+                   "--elo1", "10").stdout
+    assert "H0 accepted" in text
+
+    few = write_results(tmp_path / "few.sqlite", pair_games([1, 2, 3, 2, 1]))
+    data = sprt_json(few, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "10")
+    assert data["verdict"] is None and data["lower"] < data["llr"] < data["upper"]
+    text = run_cli("sprt", few, "--engine", "A", "--vs", "B", "--elo0", "0",
+                   "--elo1", "10").stdout
+    assert "-> continue" in text
+
+
+def test_cli_sprt_options(tmp_path):
+    penta = [3, 12, 30, 14, 5]
+    path = write_results(tmp_path / "r.sqlite", pair_games(penta))
+    data = sprt_json(path, "--engine", "B", "--vs", "A", "--elo0", "-5", "--elo1", "5",
+                     "--alpha", "0.1", "--beta", "0.2", "--model", "logistic")
+    assert data["counts"]["penta"] == penta[::-1]
+    assert data["llr"] == pytest.approx(
+        sprt_llr(penta[::-1], PENTANOMIAL_SCORES, -5, 5, "logistic"))
+    assert data["lower"] == pytest.approx(math.log(0.2 / 0.9))
+    assert data["upper"] == pytest.approx(math.log(0.8 / 0.1))
+    assert (data["alpha"], data["beta"], data["model"]) == (0.1, 0.2, "logistic")
+    tri = sprt_json(path, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5",
+                    "--trinomial")
+    c = tri["counts"]
+    assert tri["basis"] == "trinomial"
+    assert tri["llr"] == pytest.approx(
+        sprt_llr([c["losses"], c["draws"], c["wins"]], TRINOMIAL_SCORES, 0, 5))
+
+
+def test_cli_sprt_reads_a_file_being_written(tmp_path):
+    path = tmp_path / "live.sqlite"
+    rows = pair_games([1, 3, 6, 4, 2])
+    with ResultsFile(path) as results:
+        match_id = results.begin_match("live", {}, 100)
+        for row in rows[:10]:
+            results.add_game(match_id, **row)
+        first = sprt_json(path, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5")
+        for row in rows[10:]:
+            results.add_game(match_id, **row)
+        second = sprt_json(path, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5")
+    assert first["counts"]["games"] == 10 and first["counts"]["pairs"] == 5
+    assert second["counts"]["penta"] == [1, 3, 6, 4, 2]
+
+
+def test_cli_sprt_on_pgn(tmp_path):
+    path = tmp_path / "games.pgn"
+    with open(path, "w", encoding="utf-8") as handle:
+        # pair 1: A wins both; pair 2: A draws as black, loses as white; then a lone game.
+        for black, white, result in [("A", "B", "black"), ("B", "A", "white"),
+                                     ("A", "B", "draw"), ("B", "A", "black"),
+                                     ("A", "B", "black")]:
+            write_pgn_game(handle, event="t", round_label="1", black=black, white=white,
+                           result=result, reason="resign", start_sfen=STARTPOS,
+                           moves=["7g7f"])
+    data = sprt_json(path, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5")
+    assert data["counts"]["penta"] == [0, 1, 0, 0, 1]
+    assert data["games_left_out"] == 1
+    assert (data["counts"]["wins"], data["counts"]["draws"], data["counts"]["losses"]) == (
+        3, 1, 1)
+
+
+def test_cli_sprt_several_files(tmp_path):
+    one = write_results(tmp_path / "1.sqlite", pair_games([0, 1, 2, 0, 0]))
+    two = write_results(tmp_path / "2.sqlite", pair_games([0, 0, 1, 3, 0]))
+    data = sprt_json(one, two, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5")
+    # Pair numbers repeat across files, but each file's pairs stay apart.
+    assert data["counts"]["penta"] == [0, 1, 3, 3, 0]
+    assert data["games_left_out"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--engine", "X", "--vs", "B", "--elo0", "0", "--elo1", "5"], "players found: A, B, C"),
+    (["--engine", "A", "--vs", "A", "--elo0", "0", "--elo1", "5"], "must differ"),
+    (["--engine", "B", "--vs", "C", "--elo0", "0", "--elo1", "5"], "no games between B and C"),
+    (["--engine", "A", "--vs", "B", "--elo0", "5", "--elo1", "5"], "must be below elo1"),
+    (["--engine", "A", "--vs", "B", "--elo0", "5", "--elo1", "0"], "must be below elo1"),
+    (["--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5", "--alpha", "0"],
+     "alpha must be in (0, 1)"),
+    (["--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5", "--beta", "1.5"],
+     "beta must be in (0, 1)"),
+    (["--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5", "--alpha", "0.6",
+      "--beta", "0.5"], "alpha + beta"),
+])
+def test_cli_sprt_errors(tmp_path, args, message):
+    rows = pair_games([1, 1, 1, 1, 1]) + pair_games([1, 0, 0, 0, 0], a="A", b="C")
+    for index, row in enumerate(rows):
+        row["game_key"] = f"g{index}"
+    path = write_results(tmp_path / "r.sqlite", rows)
+    result = run_cli("sprt", path, *args, expect=2)
+    assert message in result.stderr
+    assert result.stderr.startswith("bookgen: error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_sprt_missing_file(tmp_path):
+    result = run_cli("sprt", tmp_path / "none.sqlite", "--engine", "A", "--vs", "B",
+                     "--elo0", "0", "--elo1", "5", expect=2)
+    assert "no such file" in result.stderr
+
+
+def test_sprt_json_has_no_infinities(tmp_path):
+    path = write_results(tmp_path / "r.sqlite", pair_games([0, 0, 0, 0, 4]))
+    result = run_cli("sprt", path, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "5",
+                     "--json")
+    assert "Infinity" not in result.stdout
+    data = json.loads(result.stdout)
+    assert data["estimate"]["elo"] is None and data["estimate"]["los"] == 100.0
