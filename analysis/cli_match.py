@@ -164,8 +164,11 @@ def _sprt_stopper(text: str, players: list, alpha: float, beta: float, model: st
     first, second = players[0].name, players[1].name
 
     def stop_when(games: list) -> str | None:
-        result = run_sprt(games, first, second, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
-                          model=model)
+        try:
+            result = run_sprt(games, first, second, elo0=elo0, elo1=elo1, alpha=alpha,
+                              beta=beta, model=model)
+        except BookgenError:
+            return None  # e.g. no game between the two yet: keep playing
         if result.verdict is None:
             return None
         return f"SPRT {result.verdict} accepted (LLR {result.llr:.2f}, bounds " \

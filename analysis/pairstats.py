@@ -230,7 +230,9 @@ def _mle_t_value(p: Sequence[float], a: Sequence[float], ref: float, t: float) -
     constraint's gradient shifted so that ``sum q_i g_i = 0`` is the
     constraint itself); mu and sigma depend on q, hence the fixed point.
     """
-    q = list(p)
+    # Start from the distribution with mean ``ref``: its sigma is sane even when
+    # the data sit in one cell, where starting from p makes every g_i one-signed.
+    q = _mle_mean(p, a, ref)
     for _ in range(200):
         mu = sum(qi * ai for qi, ai in zip(q, a))
         sigma = math.sqrt(sum(qi * (ai - mu) ** 2 for qi, ai in zip(q, a)))

@@ -413,3 +413,22 @@ def test_bad_openings_name_the_line(tmp_path):
                 "--games", "2", expect=2, results="book.sqlite")
     assert "book.sqlite" in out.stderr
     assert os.path.getsize(book) > 0
+
+
+def test_sprt_stops_the_match_when_the_test_ends(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt")
+    summary = match(tmp_path, "--engine", f"bad={fake(engine='garbage_engine.py')}",
+                    "--engine", "ok=builtin", "--option", "ok:nodes=100", "--openings",
+                    openings, "--byoyomi", "100", "--games", "100", "--sprt", "0,100")
+    assert summary["stopped_by"].startswith("SPRT H0 accepted")
+    assert summary["played"] < 100 and summary["played"] % 2 == 0
+    db = sqlite3.connect(tmp_path / "r.sqlite")
+    assert db.execute("SELECT status FROM matches").fetchone()[0] == "stopped"
+    db.close()
+    verdict = json.loads(run_cli("sprt", tmp_path / "r.sqlite", "--engine", "bad", "--vs", "ok",
+                                 "--elo0", "0", "--elo1", "100", "--json").stdout)
+    assert verdict["verdict"] == "H0"
+    # One pair fewer would not have ended the test.
+    games = load_games([tmp_path / "r.sqlite"])[:-2]
+    from analysis.pairstats import sprt
+    assert sprt(games, "bad", "ok", elo0=0, elo1=100).verdict is None

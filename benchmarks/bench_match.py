@@ -1,0 +1,66 @@
+"""Match runner overhead and scaling with --concurrency on this machine.
+
+Overhead: the time per game the runner spends outside the players' searches
+(rules, legality checks, results rows, PGN/CSA writing, position commands)
+in Fairy-Stockfish self-matches at ``go nodes N``, and with the built-in
+player. Scaling: games per minute with ``--concurrency`` 1 and 2.
+
+    python benchmarks/bench_match.py [--games 12] [--nodes 2000] [--builtin-nodes 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from analysis.match import run_match
+from analysis.players import PlayerSpec, TimeControl
+
+FAIRY = "usi:/usr/games/fairy-stockfish"
+OPENINGS = ["startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",
+            "startpos moves 7g7f 8c8d", "startpos moves 2g2f 3c3d 7g7f",
+            "startpos moves 5g5f 5c5d", "startpos moves 7g7f 3c3d 2g2f 4c4d"]
+
+
+def run(label: str, tmp: Path, players: list[PlayerSpec], games: int, concurrency: int,
+        control: TimeControl) -> float:
+    openings = tmp / "openings.txt"
+    openings.write_text("\n".join(OPENINGS) + "\n")
+    results = tmp / f"{label.replace(' ', '-')}-{concurrency}.sqlite"
+    summary = run_match(players, openings, results, games=games, control=control,
+                        max_ply=200, concurrency=concurrency, pgn=tmp / "games.pgn",
+                        csa_dir=tmp / "csa", progress=False)
+    rate = summary.played / summary.seconds * 60
+    print(f"{label:<34} concurrency={concurrency}  {summary.played:>3} games "
+          f"{summary.seconds:>6.1f} s  {rate:>6.1f} games/min  overhead "
+          f"{summary.overhead_per_game * 1000:>6.1f} ms/game "
+          f"({100 * (summary.game_seconds - summary.engine_seconds) / summary.game_seconds:.1f}"
+          f" % of game time)", flush=True)
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=12)
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--builtin-nodes", type=int, default=500)
+    args = parser.parse_args()
+    cases = [
+        (f"fairy-stockfish x2, {args.nodes} nodes",
+         [PlayerSpec("a", FAIRY, (("USI_Hash", "16"),)),
+          PlayerSpec("b", FAIRY, (("USI_Hash", "16"),))], TimeControl(nodes=args.nodes)),
+        (f"builtin x2, {args.builtin_nodes} nodes",
+         [PlayerSpec("a", "builtin", (("nodes", str(args.builtin_nodes)),)),
+          PlayerSpec("b", "builtin", (("nodes", str(args.builtin_nodes)),))],
+         TimeControl(nodes=1)),
+    ]
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        for label, players, control in cases:
+            rates = [run(label, tmp, players, args.games, c, control) for c in (1, 2)]
+            print(f"{'':<34} 2 vs 1: x{rates[1] / rates[0]:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
