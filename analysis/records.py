@@ -1,0 +1,497 @@
+"""``bookgen suite --from-records``: balanced-position suites cut from game records.
+
+dlshogi's ``csa_to_gokakusfen`` rule: from games of at least ``min_moves``
+moves (and, with ``min_rating``, between players both rated at least that),
+take the positions at the selected plies whose recorded evaluation is within
+``max_value`` of 0. dlshogi's defaults are the positions after 24 and 36 moves
+(plies 25 and 37 here, where the start position is ply 1), ``|eval| <= 100``,
+50 moves and rating 3800; ``max_line_value`` is its second bound (170), on every
+evaluation recorded before the selected position.
+
+Evaluations are the engine scores written in the records: CSA ``'** N ...``
+comment lines (floodgate, ``cshogi.cli``, our self-play) and KIF ``評価値 N``
+comments (ShogiGUI, ``cshogi.KIF.Exporter.info``), both from black's point
+of view and both attached to the move the engine chose: the score recorded
+with move k is the evaluation of the position that move was played from. The
+final position of a game therefore has none. Summaries show values from the
+side to move's point of view, like the book suite's.
+
+Records are read with cshogi's parsers (``CSA.Parser``, ``KIF.Parser``), in a
+child process: the CSA parser is C++ and crashes the whole interpreter on some
+malformed records (an incomplete ``P1``..``P9`` board, a bad piece code, a
+score comment before the first move). A record that crashes it, cannot be
+decoded (UTF-8 and CP932/Shift_JIS are tried), has an invalid start position or
+an illegal move is reported as ``FILE: reason`` and skipped, or with
+``strict`` ends the run before the output is touched.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import multiprocessing
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import cshogi
+from cshogi import CSA, KIF  # submodules: 'import cshogi' alone does not load them
+
+from analysis.suites import SuiteLine, ply_filter, write_suite
+from bookgen.errors import BookgenError
+from bookgen.position import STARTPOS_SFEN, InvalidPosition, board_key, parse_sfen
+
+RECORD_FORMATS = {".csa": "csa", ".kif": "kif", ".kifu": "kif"}
+MATE_VALUE = 30000
+PARSE_TIMEOUT = 60.0
+
+_CSA_SEPARATOR = re.compile(r"^/[ \t]*$", re.MULTILINE)
+_CSA_SCORE = re.compile(r"\**\s*([+-]?\d+)(?:\s|$)")
+_KIF_SCORE = re.compile(r"評価値\s*[:=：]?\s*(?:([+-]?\d+)|([+-])詰)")
+_KIF_BOD_FRAME = re.compile(r"^\s*\+-{9,}\+\s*$", re.MULTILINE)
+_KIF_VARIATION = re.compile(r"^変化：", re.MULTILINE)
+
+
+class BadRecord(Exception):
+    """A record (a file or one game of it) that cannot be used, with the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawGame:
+    """What cshogi's parser gives for one game (plain data, sent between processes)."""
+
+    sfen: str
+    moves: list[int]
+    comments: list[str | None]
+    ratings: tuple[float, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Game:
+    """One game record, its start position checked (moves not yet)."""
+
+    where: str
+    start: str
+    moves: list[int]
+    values: list[int | None]
+    ratings: tuple[float | None, float | None]
+
+
+# --------------------------------------------------------------------------
+# finding and decoding records
+
+
+def find_records(sources: Iterable[str | Path]) -> list[Path]:
+    """Record files named by ``sources``: files, and directories searched
+    recursively for ``*.csa``, ``*.kif`` and ``*.kifu`` (any case)."""
+    found: dict[Path, Path] = {}
+
+    def add(path: Path) -> None:
+        found.setdefault(path.resolve(), path)
+
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    if Path(name).suffix.lower() in RECORD_FORMATS:
+                        add(Path(root) / name)
+        elif path.is_file():
+            if path.suffix.lower() not in RECORD_FORMATS:
+                raise BookgenError(f"{path}: not a game record (expected .csa, .kif or .kifu)")
+            add(path)
+        elif not path.exists():
+            raise BookgenError(f"{path}: no such file or directory")
+        else:
+            raise BookgenError(f"{path}: not a file or a directory")
+    return list(found.values())
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8 (with or without BOM), else CP932; newlines normalised to ``\\n``."""
+    if b"\0" in data:
+        raise BadRecord("binary data, not a text record")
+    for encoding in ("utf-8-sig", "cp932"):
+        try:
+            text = data.decode(encoding)
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        raise BadRecord("not UTF-8 or CP932 (Shift_JIS) text")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _ascii(line: str) -> str:
+    return line.encode("ascii", "replace").decode("ascii") if not line.isascii() else line
+
+
+def _csa_games(text: str) -> list[tuple[str, tuple[bool, bool]]]:
+    """The games of a CSA text (separated by ``/`` lines), each made safe for
+    cshogi, with whether black's and white's ratings are recorded.
+
+    cshogi decodes comments as ASCII (a non-ASCII comment raises on access) and
+    writes a ``'**`` score met before the first move out of bounds (a crash):
+    comment text is made ASCII and such scores are dropped. cshogi reports an
+    absent rating as 0, so presence is read from the ``'black_rate:`` lines.
+    """
+    games = []
+    for chunk in _CSA_SEPARATOR.split(text):
+        lines = []
+        rated = [False, False]
+        moved = False
+        content = False
+        for line in chunk.split("\n"):
+            if line.startswith("'"):
+                if line.startswith("'black_rate:"):
+                    rated[0] = True
+                elif line.startswith("'white_rate:"):
+                    rated[1] = True
+                elif line.startswith("'** ") and not moved:
+                    continue
+                line = _ascii(line)
+            elif line.strip():
+                content = True
+                if line.startswith(("+", "-")) and len(line) > 1:
+                    moved = True
+                    line = _ascii(line)
+            lines.append(line)
+        if content:
+            games.append(("\n".join(lines) + "\n", (rated[0], rated[1])))
+    return games
+
+
+def _prepare_kif(text: str) -> str:
+    """The main line of a KIF text; board diagrams are refused (cshogi ignores them
+    and would replay the moves from the initial position)."""
+    if _KIF_BOD_FRAME.search(text):
+        raise BadRecord("board diagram (BOD) start positions are not supported")
+    variation = _KIF_VARIATION.search(text)
+    return text[:variation.start()] if variation else text
+
+
+# --------------------------------------------------------------------------
+# cshogi's parsers in a child process
+
+
+def _parse_with_cshogi(kind: str, text: str) -> RawGame:
+    if kind == "csa":
+        parsers = CSA.Parser.parse_str(text)
+        if len(parsers) != 1:
+            raise ValueError(f"{len(parsers)} games where one was expected")
+        parser = parsers[0]
+        ratings = parser.ratings
+        return RawGame(parser.sfen, list(parser.moves), list(parser.comments),
+                       (float(ratings[0]), float(ratings[1])))
+    parser = KIF.Parser.parse_str(text)
+    return RawGame(parser.sfen, list(parser.moves), list(parser.comments), None)
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, KeyError):
+        return f"cannot parse: unknown {error}"
+    text = str(error) or type(error).__name__
+    if isinstance(error, (ValueError, KIF.ParserException)):
+        return f"cannot parse: {text}"
+    return f"cannot parse ({type(error).__name__}: {text})"
+
+
+def _serve(conn: Connection) -> None:
+    """The child's loop: ``(kind, text)`` in, ``("ok", RawGame)`` or ``("error", reason)`` out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    # A crash here is expected on some records and reported by the parent: no
+    # traceback dump (pytest and python -X faulthandler enable one).
+    faulthandler.disable()
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", _parse_with_cshogi(*request))
+        except Exception as error:  # noqa: BLE001 - any parser failure is the record's fault
+            reply = ("error", _describe(error))
+        conn.send(reply)
+
+
+def _context() -> Any:
+    # fork is fast; spawn when forking is unsafe (threads, torch's thread pools).
+    if ("fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+            and "torch" not in sys.modules):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+class RecordParser:
+    """cshogi's record parsers in a child process, restarted after a crash.
+
+    A crash or a hang (``timeout`` seconds) costs only the record being parsed,
+    which is reported as a :class:`BadRecord`.
+    """
+
+    def __init__(self, timeout: float = PARSE_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._process: Any = None
+        self._conn: Connection | None = None
+
+    def __enter__(self) -> RecordParser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> Connection:
+        context = _context()
+        parent, child = context.Pipe()
+        process = context.Process(target=_serve, args=(child,), daemon=True,
+                                  name="bookgen-record-parser")
+        process.start()
+        child.close()
+        self._process, self._conn = process, parent
+        return parent
+
+    def _stop(self) -> int | None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if conn is not None:
+            conn.close()
+        if process is None:
+            return None
+        process.join(0.5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        return process.exitcode
+
+    def parse(self, kind: str, text: str) -> RawGame:
+        """Parse one game (``kind`` ``csa`` or ``kif``); raises BadRecord."""
+        conn = self._conn or self._start()
+        reply = None
+        timed_out = False
+        try:
+            conn.send((kind, text))
+            if conn.poll(self.timeout):
+                reply = conn.recv()
+            else:
+                timed_out = True
+        except (EOFError, OSError):
+            pass
+        if reply is None:
+            code = self._stop()
+            if timed_out:
+                raise BadRecord(f"cshogi's parser took more than {self.timeout:g} s on it")
+            raise BadRecord(f"cshogi's parser crashed on it (exit code {code})")
+        status, payload = reply
+        if status != "ok":
+            raise BadRecord(payload)
+        return payload
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+        self._stop()
+
+
+# --------------------------------------------------------------------------
+# games
+
+
+def csa_value(comment: str | None) -> int | None:
+    """The score of a CSA move comment as cshogi gives it (``'** 123 pv`` ->
+    ``"123 pv"``; inline ``,'* 123`` -> ``"* 123"``), or None."""
+    match = _CSA_SCORE.match(comment.strip()) if comment else None
+    return int(match.group(1)) if match else None
+
+
+def kif_value(comment: str | None) -> int | None:
+    """The ``評価値`` of a KIF move comment (``+詰``/``-詰`` as +-MATE_VALUE), or None."""
+    match = _KIF_SCORE.search(comment) if comment else None
+    if match is None:
+        return None
+    if match.group(1) is not None:
+        return int(match.group(1))
+    return MATE_VALUE if match.group(2) == "+" else -MATE_VALUE
+
+
+def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> Game:
+    if not raw.sfen:
+        raise BadRecord("no start position")
+    try:
+        position = parse_sfen(raw.sfen)
+    except InvalidPosition as error:
+        raise BadRecord(f"invalid start position: {error}") from None
+    read = csa_value if kind == "csa" else kif_value
+    comments = raw.comments
+    values = [read(comments[i]) if i < len(comments) else None for i in range(len(raw.moves))]
+    ratings: tuple[float | None, float | None] = (None, None)
+    if raw.ratings is not None:
+        ratings = (raw.ratings[0] if rated[0] else None, raw.ratings[1] if rated[1] else None)
+    return Game(where, f"{position.sfen} {position.ply or 1}", raw.moves, values, ratings)
+
+
+def read_games(path: Path, parser: RecordParser) -> Iterator[Game | tuple[str, str]]:
+    """The games of one record file; a bad record comes as ``(where, reason)``."""
+    kind = RECORD_FORMATS[path.suffix.lower()]
+    try:
+        text = _decode(path.read_bytes())
+        if kind == "csa":
+            chunks = _csa_games(text)
+        else:
+            chunks = [(_prepare_kif(text), (False, False))]
+        if not chunks:
+            raise BadRecord("no game in it")
+    except OSError as error:
+        yield str(path), f"cannot read ({error.strerror})"
+        return
+    except BadRecord as error:
+        yield str(path), str(error)
+        return
+    for number, (chunk, rated) in enumerate(chunks, 1):
+        where = f"{path}: game {number}" if len(chunks) > 1 else str(path)
+        try:
+            yield _game(where, kind, parser.parse(kind, chunk), rated)
+        except BadRecord as error:
+            yield where, str(error)
+
+
+def _replay(game: Game, wanted: Collection[int], last_ply: int, *, max_value: int,
+            max_line_value: int | None, ignore_values: bool) -> list[tuple[str, SuiteLine]]:
+    """Check every move of ``game``; return its positions that qualify, each
+    with its key (normalised sfen)."""
+    board = cshogi.Board(game.start)
+    start = None if board_key(board) == STARTPOS_SFEN else game.start
+    usi: list[str] = []
+    picked: list[tuple[int, int | None]] = []
+    keys: list[str] = []
+    line_ok = True
+    for index in range(len(game.moves) + 1):
+        ply = index + 1
+        value = game.values[index] if index < len(game.moves) else None
+        if line_ok and ply <= last_ply and ply in wanted and (
+                ignore_values or (value is not None and abs(value) <= max_value)):
+            stm_value = value if value is None or board.turn == cshogi.BLACK else -value
+            picked.append((index, stm_value))
+            keys.append(board_key(board))
+        if max_line_value is not None and value is not None and abs(value) > max_line_value:
+            line_ok = False
+        if index == len(game.moves):
+            break
+        move = game.moves[index]
+        legal = set(board.legal_moves)
+        found = move if move in legal else None
+        if found is None and move:
+            # Parsers may set bits outside the 16-bit move differently.
+            found = next((m for m in legal if cshogi.move16(m) == cshogi.move16(move)), None)
+        if found is None:
+            raise BadRecord(f"move {ply} is illegal or unreadable")
+        usi.append(cshogi.move_to_usi(found))
+        board.push(found)
+    return [(key, SuiteLine(tuple(usi[:index]), value, start))
+            for key, (index, value) in zip(keys, picked)]
+
+
+def _line_key(line: SuiteLine) -> tuple[bool, int, str]:
+    """Which line stands for a position met more than once: from the initial
+    position if possible, then the shortest, then the first in text order."""
+    return line.start is not None, len(line.moves), line.text()
+
+
+def make_suite_from_records(
+        output: str | Path, sources: Sequence[str | Path], *, max_value: int = 100,
+        min_ply: int = 1, max_ply: int = 1000, plies: Collection[int] | None = None,
+        min_moves: int = 50, min_rating: float | None = None, allow_unrated: bool = False,
+        ignore_values: bool = False, max_line_value: int | None = None,
+        limit: int | None = None, per_line_cap: int | None = None, cap_plies: int = 4,
+        seed: int = 0, strict: bool = False,
+        on_bad: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Write the balanced positions of the games in ``sources`` (record files or
+    directories); returns the summary.
+
+    A position qualifies when its game has at least ``min_moves`` moves, both
+    players are rated at least ``min_rating`` (if given; games without both
+    ratings recorded are left out unless ``allow_unrated``), its ply is selected
+    (``plies``, else ``min_ply``..``max_ply``; the start position is ply 1), and
+    its recorded evaluation is within ``max_value`` of 0, and every evaluation
+    recorded before it within ``max_line_value`` (if given). ``ignore_values``
+    takes the positions at the selected plies whatever their evaluation, or
+    none. A position reached in several games or by several move orders is
+    written once. Lines are ``startpos moves ...``, or ``sfen SFEN moves ...``
+    for games that did not start from the initial position.
+
+    Bad records are passed to ``on_bad`` as ``FILE: reason`` and skipped, or
+    with ``strict`` raise BookgenError before the output is written.
+    """
+    wanted, last_ply = ply_filter(min_ply, max_ply, plies)
+    files = find_records(sources)
+    if not files:
+        raise BookgenError("no game records (*.csa, *.kif, *.kifu) in "
+                           + ", ".join(str(source) for source in sources))
+    bad: list[str] = []
+    counts = {"read": 0, "too_short": 0, "unrated": 0, "below_min_rating": 0, "used": 0,
+              "with_positions": 0}
+    best: dict[str, SuiteLine] = {}
+    candidates = 0
+
+    def report(where: str, reason: str) -> None:
+        if strict:
+            raise BookgenError(f"{where}: {reason} (--strict)")
+        bad.append(f"{where}: {reason}")
+        if on_bad is not None:
+            on_bad(bad[-1])
+
+    with RecordParser() as parser:
+        for path in files:
+            for item in read_games(path, parser):
+                if isinstance(item, tuple):
+                    report(*item)
+                    continue
+                game = item
+                usable = True
+                if len(game.moves) < min_moves:
+                    counts["too_short"] += 1
+                    usable = False
+                elif min_rating is not None:
+                    if None in game.ratings:
+                        if not allow_unrated:
+                            counts["unrated"] += 1
+                            usable = False
+                    elif min(game.ratings) < min_rating:  # type: ignore[type-var]
+                        counts["below_min_rating"] += 1
+                        usable = False
+                try:
+                    # Every game is replayed, used or not, so that bad records
+                    # are reported whatever the filters.
+                    lines = _replay(game, wanted if usable else (), last_ply,
+                                    max_value=max_value, max_line_value=max_line_value,
+                                    ignore_values=ignore_values)
+                except BadRecord as error:
+                    report(game.where, str(error))
+                    continue
+                counts["read"] += 1
+                counts["used"] += usable
+                counts["with_positions"] += bool(lines)
+                for key, line in lines:
+                    candidates += 1
+                    if key not in best or _line_key(line) < _line_key(best[key]):
+                        best[key] = line
+    summary = write_suite(output, list(best.values()), limit=limit,
+                          per_line_cap=per_line_cap, cap_plies=cap_plies, seed=seed)
+    summary["records"] = {"files": len(files), "read": counts["read"], "skipped": len(bad)}
+    summary["games"] = {key: counts[key] for key in
+                        ("used", "with_positions", "too_short", "unrated", "below_min_rating")}
+    summary["candidates"] = candidates
+    summary["duplicates"] = candidates - len(best)
+    summary["bad_records"] = bad
+    return summary
