@@ -1,8 +1,16 @@
-"""Measurement: balanced-position suites, engine matches and strength reports.
+"""Measurement: balanced-position suites, engine matches and strength statistics.
 
-Holds suite extraction from books (:mod:`analysis.suites`, ``bookgen
-suite``). Still to come: suites from game records, the USI match runner with
-rule adjudication (building on :mod:`bookgen.rules` and :mod:`bookgen.usi`),
-Ordo-style ratings with bootstrap errors, SPRT, outcome-rate tests and
-HTML/Markdown reports with plots.
+- :mod:`analysis.suites`, :mod:`analysis.records`: ``bookgen suite``, from a
+  book (dlshogi's make_gokaku_sfen rule) or from CSA/KIF game records
+  (csa_to_gokakusfen);
+- :mod:`analysis.schedule`, :mod:`analysis.players`, :mod:`analysis.match`:
+  ``bookgen match``, colour-swapped pairs under runner-enforced rules
+  (:mod:`bookgen.rules`), written to results files (:mod:`analysis.results`);
+- :mod:`analysis.ratings`, :mod:`analysis.bayeselo`: ``bookgen rate``
+  (Ordo's model with bootstrap errors; BayesElo);
+- :mod:`analysis.pairstats`: Elo/nElo/LOS and the pentanomial GSPRT
+  (``bookgen sprt``, ``match --sprt``);
+- :mod:`analysis.outcomes`: ``bookgen outcomes``, contingency tests of how
+  games end;
+- :mod:`analysis.report`, :mod:`analysis.plots`: ``bookgen report``.
 """
