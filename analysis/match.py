@@ -43,7 +43,7 @@ from bookgen.errors import BookgenError
 from bookgen.progress import progress_bar
 from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.runcontrol import stop_on_interrupt
-from bookgen.workers import WorkerPool
+from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSummary", "play_game", "read_openings",
            "run_match"]
@@ -95,36 +95,10 @@ def _now() -> str:
 
 
 def read_openings(path: str | Path) -> list[str]:
-    """The positions of an openings file, one per line, each checked.
+    """The position lines of an openings file (``startpos moves ...``, ``sfen ...``), checked."""
+    from bookgen.roots import read_position_lines
 
-    Lines are ``startpos [moves ...]``, ``sfen SFEN [moves ...]`` or bare
-    sfens; blank lines and ``#`` comments are skipped. A bad line is an
-    error naming the file and line.
-    """
-    from bookgen.position import InvalidMove, InvalidPosition, parse_position_spec
-
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise BookgenError(f"{path}: cannot read openings ({error.strerror})") from None
-    except UnicodeDecodeError:
-        raise BookgenError(f"{path}: not a UTF-8 text file of positions") from None
-    openings = []
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            board, _moves = parse_position_spec(line)
-        except (InvalidPosition, InvalidMove) as error:
-            raise BookgenError(f"{path}:{number}: {error}") from None
-        if not any(True for _ in board.legal_moves):
-            raise BookgenError(f"{path}:{number}: the side to move has no legal move")
-        openings.append(line)
-    if not openings:
-        raise BookgenError(f"{path}: no positions")
-    return openings
+    return [line for line, _board in read_position_lines(path, "openings")]
 
 
 # --------------------------------------------------------------------------
@@ -229,45 +203,6 @@ def _worker_play(task: GameTask) -> FinishedGame:
     assert _worker is not None
     players, settings = _worker
     return play_game(task, players.for_task(task), settings)
-
-
-class _LocalRunner:
-    def __init__(self, specs: dict[str, PlayerSpec], settings: MatchSettings) -> None:
-        self.players = _Players(specs)
-        self.settings = settings
-        self.queue: list[GameTask] = []
-
-    def capacity(self) -> int:
-        return 1
-
-    def submit(self, task: GameTask) -> None:
-        self.queue.append(task)
-
-    def collect(self) -> list[FinishedGame]:
-        task = self.queue.pop(0)
-        return [play_game(task, self.players.for_task(task), self.settings)]
-
-    def close(self) -> None:
-        self.players.close()
-
-
-class _ProcessRunner:
-    def __init__(self, specs: dict[str, PlayerSpec], settings: MatchSettings,
-                 concurrency: int) -> None:
-        self.pool: WorkerPool[FinishedGame] = WorkerPool(concurrency, _worker_init,
-                                                         (specs, settings))
-
-    def capacity(self) -> int:
-        return self.pool.workers
-
-    def submit(self, task: GameTask) -> None:
-        self.pool.submit(_worker_play, task)
-
-    def collect(self) -> list[FinishedGame]:
-        return self.pool.collect()
-
-    def close(self) -> None:
-        self.pool.close()
 
 
 # --------------------------------------------------------------------------
@@ -465,8 +400,13 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
     colours: Counter[str] = Counter()
     start = time.perf_counter()
     workers = min(concurrency, max(1, len(todo)))
-    runner = (_LocalRunner(specs, settings) if workers == 1
-              else _ProcessRunner(specs, settings, workers))
+    runner: TaskRunner[GameTask, FinishedGame]
+    if workers == 1:
+        players = _Players(specs)
+        runner = LocalRunner(lambda task: play_game(task, players.for_task(task), settings),
+                             players.close)
+    else:
+        runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings))
     status = "failed"
     try:
         with stop_on_interrupt() as stop, progress_bar(

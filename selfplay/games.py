@@ -70,7 +70,7 @@ from bookgen.roots import read_roots
 from bookgen.rules import GameState, Outcome, Result, csa_endgame
 from bookgen.runcontrol import stop_on_interrupt
 from bookgen.values import MATE_VALUE, value_to_cp
-from bookgen.workers import WorkerPool
+from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
            "selfplay", "write_csa_record"]
@@ -575,52 +575,6 @@ def _worker_play(index: int) -> GameRecord:
     return play_game(index, _worker_starts, _worker_players, _worker_settings)
 
 
-class _Runner(Protocol):
-    def capacity(self) -> int: ...
-    def submit(self, index: int) -> None: ...
-    def collect(self) -> list[GameRecord]: ...
-    def close(self) -> None: ...
-
-
-class _LocalRunner:
-    def __init__(self, black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
-                 settings: GameSettings) -> None:
-        self.players = build_players(black, white)
-        self.starts, self.settings = starts, settings
-        self.queue: list[int] = []
-
-    def capacity(self) -> int:
-        return 1
-
-    def submit(self, index: int) -> None:
-        self.queue.append(index)
-
-    def collect(self) -> list[GameRecord]:
-        return [play_game(self.queue.pop(0), self.starts, self.players, self.settings)]
-
-    def close(self) -> None:
-        close_players(self.players)
-
-
-class _ProcessRunner:
-    def __init__(self, black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
-                 settings: GameSettings, workers: int) -> None:
-        self.pool: WorkerPool[GameRecord] = WorkerPool(
-            workers, _worker_init, (black, white, starts, settings))
-
-    def capacity(self) -> int:
-        return self.pool.capacity()
-
-    def submit(self, index: int) -> None:
-        self.pool.submit(_worker_play, index)
-
-    def collect(self) -> list[GameRecord]:
-        return self.pool.collect()
-
-    def close(self) -> None:
-        self.pool.close()
-
-
 def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str = "builtin",
              black: str | None = None, white: str | None = None, playouts: int = 100,
              batch_size: int = 1, random_moves: int = 4, temperature: float = 1.0,
@@ -699,12 +653,15 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
     start = time.perf_counter()
     try:
         if workers == 1:
-            runner: _Runner = _LocalRunner(black_config, white_config, start_records, settings)
+            players = build_players(black_config, white_config)
+            runner: TaskRunner[int, GameRecord] = LocalRunner(
+                lambda index: play_game(index, start_records, players, settings),
+                lambda: close_players(players))
         else:
             # Fail on a bad player here, not as a broken pool in the workers.
             close_players(build_players(black_config, white_config))
-            runner = _ProcessRunner(black_config, white_config, start_records, settings,
-                                    workers)
+            runner = PoolRunner(workers, _worker_play, _worker_init,
+                                (black_config, white_config, start_records, settings))
     except EvaluatorError as error:
         raise BookgenError(str(error)) from None
     hcpe_file = _AtomicFile(output, append)
