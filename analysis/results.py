@@ -158,15 +158,22 @@ class ResultsFile:
         existed = self.path.exists() and self.path.stat().st_size > 0
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.Error as error:
+            raise BookgenError(f"{self.path}: cannot open ({error})") from None
+        try:
             self.db.row_factory = sqlite3.Row
+            if existed:  # before anything writes to it (WAL mode rewrites the header)
+                check_results_file(self.db, self.path)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
-            if existed:
-                check_results_file(self.db, self.path)
-            else:
+            if not existed:
                 self._create()
         except sqlite3.DatabaseError as error:
+            self.db.close()
             raise BookgenError(f"{self.path}: not a results file ({error})") from None
+        except BookgenError:
+            self.db.close()
+            raise
 
     def _create(self) -> None:
         with self.transaction() as db:
