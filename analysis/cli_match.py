@@ -60,7 +60,8 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
               default=None, help="pairs: two players; round-robin: everyone meets; "
                                  "gauntlet: the first --engine meets each other one. "
                                  "[default: pairs for two players, else round-robin]")
-@click.option("--byoyomi", type=int, metavar="MS", help="Time per move (byoyomi).")
+@click.option("--byoyomi", type=int, metavar="MS",
+              help="Time per move (byoyomi; 1000 when no limit is given).")
 @click.option("--time", "main_time", type=int, metavar="MS", help="Main time per side.")
 @click.option("--inc", type=int, metavar="MS", help="Fischer increment per move.")
 @click.option("--nodes", type=int, help="Node budget per move (no clock).")

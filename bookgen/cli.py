@@ -328,6 +328,7 @@ from analysis.cli import suite_command  # noqa: E402
 from analysis.cli_match import match_command  # noqa: E402
 from analysis.cli_stats import outcomes_command, sprt_command  # noqa: E402
 from analysis.cli_rate import rate_command  # noqa: E402
+from analysis.cli_report import report_command  # noqa: E402
 
 main.add_command(model_group)
 main.add_command(refine_group)
@@ -339,6 +340,7 @@ main.add_command(match_command)
 main.add_command(sprt_command)
 main.add_command(outcomes_command)
 main.add_command(rate_command)
+main.add_command(report_command)
 
 if __name__ == "__main__":
     main()
