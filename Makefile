@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# Debian engines used by the engine tests (needs root, as in CI).
+# Debian engines used by the engine tests, and the headless browser of the
+# report test (needs root, as in CI).
 engines:
-	@if [ ! -x /usr/games/fairy-stockfish ] || [ ! -x /usr/games/gpsusi ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fairy-stockfish gpsshogi; \
+	@if [ ! -x /usr/games/fairy-stockfish ] || [ ! -x /usr/games/gpsusi ] || [ ! -x /usr/bin/chromium ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fairy-stockfish gpsshogi chromium; \
 	fi
 
 # Grow a book from the initial position with the built-in evaluator for a
