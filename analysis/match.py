@@ -354,6 +354,14 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         match_games = _games_of(store, match_id)
         status = _play(todo, specs, settings, concurrency, store, match_id, key, summary,
                        match_games, pgn_file, csa_path, stop_when, progress)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except BookgenError as error:
+        if not summary.match_id:
+            raise
+        raise BookgenError(f"{error} (the {summary.played} games finished in this run are "
+                           f"in {results}; rerun the same command to resume)") from None
     finally:
         if pgn_file is not None:
             pgn_file.close()
@@ -408,8 +416,9 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
     else:
         runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings))
     status = "failed"
+    aborted = False
     try:
-        with stop_on_interrupt() as stop, progress_bar(
+        with stop_on_interrupt(second_raises=True) as stop, progress_bar(
                 total=len(todo), unit="game", desc="match",
                 disable=None if progress else True) as bar:
             queue = list(reversed(todo))
@@ -450,8 +459,15 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
                 status, summary.interrupted = "interrupted", True
             else:
                 status = "done"
+    except KeyboardInterrupt:
+        # A second Ctrl-C: abandon the games in flight (finished ones are recorded).
+        status, summary.interrupted, aborted = "interrupted", True, True
+        raise
     finally:
-        runner.close()
+        if aborted:
+            runner.terminate()
+        else:
+            runner.close()
         summary.seconds = time.perf_counter() - start
         summary.points = dict(points)
         summary.games_by_player = dict(played)

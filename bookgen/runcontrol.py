@@ -18,13 +18,23 @@ from bookgen.store import Book
 
 
 @contextmanager
-def stop_on_interrupt() -> Iterator[threading.Event]:
-    """While active, Ctrl-C sets the yielded event instead of raising."""
+def stop_on_interrupt(second_raises: bool = False) -> Iterator[threading.Event]:
+    """While active, Ctrl-C sets the yielded event instead of raising.
+
+    With ``second_raises``, a second Ctrl-C raises :class:`KeyboardInterrupt`
+    (for work in flight that may take minutes to finish).
+    """
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    def handler(*_: object) -> None:
+        if second_raises and stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
     try:
         yield stop
     finally:

@@ -47,6 +47,12 @@ class WorkerPool(Generic[R]):
             future.cancel()
         self.executor.shutdown(wait=True, cancel_futures=True)
 
+    def terminate(self) -> None:
+        """Stop now: kill the workers, abandoning the tasks in flight."""
+        for process in list(getattr(self.executor, "_processes", {}).values()):
+            process.terminate()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
 
 class TaskRunner(Protocol[T, R]):
     """Runs tasks of one kind; at most :meth:`capacity` in flight."""
@@ -55,6 +61,7 @@ class TaskRunner(Protocol[T, R]):
     def submit(self, task: T) -> None: ...
     def collect(self) -> list[R]: ...
     def close(self) -> None: ...
+    def terminate(self) -> None: ...
 
 
 class LocalRunner(Generic[T, R]):
@@ -79,6 +86,9 @@ class LocalRunner(Generic[T, R]):
         if self.on_close is not None:
             self.on_close()
 
+    def terminate(self) -> None:
+        self.close()
+
 
 class PoolRunner(Generic[T, R]):
     """Tasks run by ``function`` (a module-level function) in a :class:`WorkerPool`."""
@@ -99,3 +109,6 @@ class PoolRunner(Generic[T, R]):
 
     def close(self) -> None:
         self.pool.close()
+
+    def terminate(self) -> None:
+        self.pool.terminate()
