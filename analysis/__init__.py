@@ -12,5 +12,6 @@
   (``bookgen sprt``, ``match --sprt``);
 - :mod:`analysis.outcomes`: ``bookgen outcomes``, contingency tests of how
   games end;
-- :mod:`analysis.report`, :mod:`analysis.plots`: ``bookgen report``.
+- :mod:`analysis.report`, :mod:`analysis.report_book`, :mod:`analysis.plots`,
+  :mod:`analysis.document`: ``bookgen report``.
 """

@@ -1,0 +1,230 @@
+"""The book part of ``bookgen report``: size run after run, ply and value
+distributions, mistakes per refine run (read-only; the book is never changed)."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import plots
+from analysis.document import Heading, Image, Paragraph, Section, Table, plural
+from bookgen.errors import BookgenError
+
+__all__ = ["BookSummary", "book_section", "read_book"]
+
+
+@dataclass
+class BookSummary:
+    """What the report shows of a book.
+
+    Each run (a dict of its ``runs`` row) also holds ``positions_created``
+    (positions whose ``created_run`` it is) and ``moves_written`` (moves whose
+    ``run_id`` it is: the last run that wrote them; transposition rows left
+    out).
+    """
+
+    path: str
+    positions: int
+    positions_with_moves: int
+    moves: int
+    runs: list[dict[str, Any]]
+    plies: list[int]
+    values: dict[str, list[int]]
+    mistakes: list[dict[str, Any]]
+    unattributed: tuple[int, int] = (0, 0)  # positions and moves of no known run
+
+
+def _open_book(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the book at ``path``, after checking it is one.
+
+    The book is opened with ``mode=ro`` rather than through
+    :class:`bookgen.store.Book`, whose read-only open still migrates an older
+    writable file: a report must never change its inputs (nor turn a results
+    file given by mistake into a book).
+    """
+    from bookgen.schema import SCHEMA_VERSION
+
+    if not path.is_file():
+        raise BookgenError(f"{path}: no such book")
+    with open(path, "rb") as handle:
+        if not handle.read(16).startswith(b"SQLite format 3"):
+            raise BookgenError(f"{path}: not a readable SQLite book (not an SQLite file)")
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        kind = None
+        if "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
+            kind = row[0] if row else None
+        if kind is not None:
+            raise BookgenError(f"{path}: a {kind} file, not a book (no bookgen book schema)")
+        if version == 0 or not {"runs", "positions", "moves"} <= tables:
+            raise BookgenError(f"{path}: not a bookgen book (no bookgen book schema; tables: "
+                               f"{', '.join(sorted(tables)) or 'none'})")
+        if version > SCHEMA_VERSION:
+            raise BookgenError(f"{path}: book schema version {version} is newer than this "
+                               f"bookgen supports ({SCHEMA_VERSION}); upgrade bookgen")
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise BookgenError(f"{path}: not a readable SQLite book ({error})") from None
+    except BookgenError:
+        conn.close()
+        raise
+    return conn
+
+
+def read_book(path: str | Path) -> BookSummary:
+    from bookgen.store import TRANSPOSITION_ROW_SQL
+
+    own = f"NOT {TRANSPOSITION_ROW_SQL}"
+    conn = _open_book(Path(path))
+    try:
+        runs = [dict(zip(("id", "command", "status", "started_at", "positions_added",
+                          "moves_added", "moves_updated", "counts"), row))
+                for row in conn.execute(
+                    "SELECT id, command, status, started_at, positions_added, moves_added, "
+                    "moves_updated, counts FROM runs ORDER BY id")]
+        created = dict(conn.execute(
+            "SELECT created_run, count(*) FROM positions GROUP BY created_run").fetchall())
+        written = dict(conn.execute(
+            f"SELECT run_id, count(*) FROM moves m WHERE {own} GROUP BY run_id").fetchall())
+        for run in runs:
+            run["positions_created"] = int(created.pop(run["id"], 0))
+            run["moves_written"] = int(written.pop(run["id"], 0))
+        # Rows of no run (or of a run row that is gone) count from the start.
+        unattributed = (sum(created.values()), sum(written.values()))
+        positions = int(conn.execute("SELECT count(*) FROM positions").fetchone()[0])
+        moves = int(conn.execute(f"SELECT count(*) FROM moves m WHERE {own}").fetchone()[0])
+        with_moves = int(conn.execute(
+            f"SELECT count(DISTINCT position_id) FROM moves m WHERE {own}").fetchone()[0])
+        plies = [int(row[0]) for row in conn.execute(
+            "SELECT ply FROM positions WHERE ply IS NOT NULL AND id IN "
+            "(SELECT position_id FROM moves)")]
+        values: dict[str, list[int]] = {"black to move": [], "white to move": []}
+        for turn, best in conn.execute(
+                "SELECT p.turn, max(m.value) FROM moves m JOIN positions p "
+                f"ON p.id = m.position_id WHERE {own} GROUP BY m.position_id"):
+            if best is not None:
+                values["black to move" if turn == 0 else "white to move"].append(int(best))
+        has_mistakes = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = "
+                                    "'table' AND name = 'mistakes'").fetchone()[0]
+        mistakes = [] if not has_mistakes else [
+            dict(zip(("run_id", "iteration", "started_at", "kind", "count"), row))
+            for row in conn.execute(
+                "SELECT m.run_id, m.iteration, r.started_at, m.kind, count(*) "
+                "FROM mistakes m LEFT JOIN runs r ON r.id = m.run_id "
+                "GROUP BY m.run_id, m.iteration, m.kind ORDER BY m.run_id, m.iteration, m.kind")]
+    except sqlite3.DatabaseError as error:
+        raise BookgenError(f"{path}: cannot read the book ({error})") from None
+    finally:
+        conn.close()
+    return BookSummary(str(path), positions, with_moves, moves, runs, plies, values, mistakes,
+                       unattributed)
+
+
+def _describe_rows(series: dict[str, list[int]]) -> tuple[list[str], list[list[str]]]:
+    described = {name: pd.Series(values, dtype=float).describe() for name, values in
+                 series.items()}
+    keys = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
+    rows = []
+    for key in keys:
+        row = [key]
+        for stats in described.values():
+            value = stats.get(key, math.nan)
+            row.append("-" if value is None or not math.isfinite(value) else
+                       str(int(value)) if key == "count" else f"{value:.2f}")
+        rows.append(row)
+    return ["", *series], rows
+
+
+def book_section(book: BookSummary) -> Section:
+    section = Section("book", "Book")
+    section.blocks.append(Paragraph(
+        f"{book.path}: {book.positions} positions ({book.positions_with_moves} with moves), "
+        f"{book.moves} moves, {plural(len(book.runs), 'run')}."))
+    if book.runs:
+        # What the runs table reports (grow reports its expansions as positions
+        # and no moves) next to what the book holds per run.
+        reported_positions, reported_moves, held_positions, held_moves = [], [], [], []
+        total_reported = [0, 0]
+        total_held = list(book.unattributed)
+        rows = []
+        for run in book.runs:
+            total_reported[0] += int(run["positions_added"] or 0)
+            total_reported[1] += int(run["moves_added"] or 0)
+            total_held[0] += run["positions_created"]
+            total_held[1] += run["moves_written"]
+            reported_positions.append(total_reported[0])
+            reported_moves.append(total_reported[1])
+            held_positions.append(total_held[0])
+            held_moves.append(total_held[1])
+            rows.append([str(run["id"]), str(run["command"]), str(run["status"]),
+                         str(run["started_at"]), str(run["positions_added"]),
+                         str(run["moves_added"]), str(run["moves_updated"]),
+                         str(total_reported[0]), str(total_reported[1]),
+                         str(total_held[0]), str(total_held[1])])
+        section.blocks.append(Heading("Size run after run"))
+        section.blocks.append(Paragraph(
+            "The columns +positions, +moves and moves updated are what each run reported in "
+            "the runs table, and the next two columns add them up. The last two count the rows "
+            "in the book: positions by the run that created them, moves by the run that last "
+            "wrote them, added up run after run (they end at the book's size)."))
+        section.blocks.append(Table(
+            ["run", "command", "status", "started", "+positions", "+moves", "moves updated",
+             "positions (reported)", "moves (reported)", "positions (in book)",
+             "moves (in book)"], rows, id="book-runs",
+            numeric=[True, False, False, False] + [True] * 7))
+        section.blocks.append(Image("book_growth", "Book size run after run",
+                                    plots.book_growth_plot(
+                                        [int(r["id"]) for r in book.runs],
+                                        {"positions (in book)": held_positions,
+                                         "moves (in book)": held_moves,
+                                         "positions (reported)": reported_positions,
+                                         "moves (reported)": reported_moves})))
+    else:
+        section.blocks.append(Paragraph("The book has no runs."))
+    if book.plies or any(book.values.values()):
+        section.blocks.append(Heading("Ply and best value of the book positions"))
+        headers, rows = _describe_rows({"ply": book.plies, **{
+            f"value, {side}": values for side, values in book.values.items()}})
+        section.blocks.append(Table(headers, rows, numeric=[False] + [True] * (len(headers) - 1),
+                                    caption="Positions with moves; the value is that of the "
+                                            "best move (cp for the side to move)"))
+    if book.plies:
+        section.blocks.append(Image("book_ply", "Ply of the book positions",
+                                    plots.ply_histogram(book.plies)))
+    if any(book.values.values()):
+        section.blocks.append(Image("book_values", "Best move value of the book positions",
+                                    plots.value_histogram(book.values)))
+    section.blocks.append(Heading("Mistakes found by refine"))
+    if not book.mistakes:
+        section.blocks.append(Paragraph("No mistakes recorded (no 'refine mistakes' run found "
+                                        "any)."))
+        return section
+    kinds = sorted({m["kind"] for m in book.mistakes})
+    grouped: dict[tuple[int, int], dict[str, Any]] = {}
+    for m in book.mistakes:
+        entry = grouped.setdefault((m["run_id"], m["iteration"]),
+                                   {"started_at": m["started_at"], **{k: 0 for k in kinds}})
+        entry[m["kind"]] += int(m["count"])
+    rows = []
+    labels = []
+    for (run, iteration), entry in grouped.items():
+        labels.append(str(run) if iteration == 0 else f"{run}/{iteration}")
+        total = sum(entry[k] for k in kinds)
+        rows.append([str(run), str(iteration), str(entry["started_at"] or "-"),
+                     *(str(entry[k]) for k in kinds), str(total)])
+    section.blocks.append(Table(["run", "iteration", "started", *kinds, "total"], rows,
+                                id="book-mistakes",
+                                numeric=[True, True, False] + [True] * (len(kinds) + 1)))
+    section.blocks.append(Image("book_mistakes", "Mistakes per refine run (run/iteration)",
+                                plots.mistakes_plot(labels, {k: [grouped[key][k] for key in
+                                                                 grouped] for k in kinds})))
+    return section
