@@ -30,7 +30,8 @@ from analysis import report as report_module
 from analysis.outcomes import PAIRED_NOTE
 from analysis.pairstats import count_games, elo_pentanomial, elo_trinomial, sprt
 from analysis.ratings import fit_ratings
-from analysis.report import build_report, markdown_escape, parse_sprt, write_html
+from analysis.document import markdown_escape
+from analysis.report import build_report, parse_sprt, write_html
 from analysis.results import ResultsFile, load_games, write_pgn_game
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
