@@ -135,11 +135,10 @@ def play_game(task: GameTask, players: dict[str, Player], settings: MatchSetting
         engine_seconds += time.perf_counter() - move_start
         used[turn] += reply.elapsed_ms
         if control.clocked and player.spec.is_usi:
-            allowed = clocks[turn] + (control.byoyomi or 0)
-            if reply.elapsed_ms > allowed + control.margin:
-                game.forfeit_time(f"{reply.elapsed_ms} ms used, {allowed} ms allowed")
+            late = control.spend(clocks, turn, reply.elapsed_ms)
+            if late is not None:
+                game.forfeit_time(late)
                 break
-            clocks[turn] = max(0, clocks[turn] - reply.elapsed_ms) + (control.inc or 0)
         if reply.declare:
             game.declare()
             break

@@ -45,6 +45,25 @@ class TimeControl:
     def clocked(self) -> bool:
         return self.nodes is None
 
+    def allowed_ms(self, clock: int) -> int:
+        """The longest a move may take with ``clock`` ms of main time left, margin included.
+
+        A clock may run up to ``margin`` below zero (lag is forgiven, not
+        refunded); byoyomi starts when the main time is gone.
+        """
+        return clock + (self.byoyomi or 0) + self.margin
+
+    def spend(self, clocks: dict[int, int], turn: int, elapsed_ms: int) -> str | None:
+        """Charge a move to ``turn``'s clock; the reason of a time forfeit, or None."""
+        allowed = self.allowed_ms(clocks[turn])
+        if elapsed_ms > allowed:
+            return f"{elapsed_ms} ms used, {allowed} ms allowed (margin included)"
+        remaining = clocks[turn] - elapsed_ms
+        if self.byoyomi and remaining < 0:
+            remaining = 0  # the overrun came out of this move's byoyomi
+        clocks[turn] = remaining + (self.inc or 0)
+        return None
+
     def describe(self) -> str:
         if self.nodes is not None:
             return f"{self.nodes} nodes"
@@ -208,7 +227,7 @@ class UsiPlayer:
             return {"nodes": control.nodes}
         import cshogi
 
-        limits = {"btime": clocks[cshogi.BLACK], "wtime": clocks[cshogi.WHITE]}
+        limits = {"btime": max(0, clocks[cshogi.BLACK]), "wtime": max(0, clocks[cshogi.WHITE])}
         if control.inc:
             limits.update(binc=control.inc, winc=control.inc)
         else:
@@ -220,8 +239,7 @@ class UsiPlayer:
 
         limits = self._limits(game, clocks, control)
         if control.clocked:
-            allowed = clocks[game.turn] + (control.byoyomi or 0)
-            timeout = (allowed + control.margin) / 1000
+            timeout = max(0.05, control.allowed_ms(clocks[game.turn]) / 1000)
         else:
             timeout = control.engine_timeout
         try:

@@ -119,6 +119,26 @@ def test_schedule_pairs_swap_colours_and_keys_are_stable():
         schedule(["x", "y", "z"], openings, "pairs", pairs_per_pairing=1)
 
 
+def test_clocks_fischer_lag_accumulates_and_byoyomi_resets():
+    from analysis.players import TimeControl
+
+    fischer = TimeControl(time=1000, inc=100, margin=300)
+    clocks = {cshogi.BLACK: 1000, cshogi.WHITE: 1000}
+    assert fischer.spend(clocks, cshogi.BLACK, 1200) is None   # 200 ms of the 300 of lag
+    assert clocks[cshogi.BLACK] == -200 + 100
+    assert fischer.spend(clocks, cshogi.BLACK, 150) is None    # allowed: -100 + 300
+    assert clocks[cshogi.BLACK] == -250 + 100
+    assert "150 ms allowed" in fischer.spend(clocks, cshogi.BLACK, 151)
+    byoyomi = TimeControl(time=500, byoyomi=1000, margin=300)
+    clocks = {cshogi.BLACK: 500, cshogi.WHITE: 500}
+    assert byoyomi.spend(clocks, cshogi.BLACK, 1700) is None   # main time + byoyomi + lag
+    assert clocks[cshogi.BLACK] == 0
+    assert byoyomi.spend(clocks, cshogi.BLACK, 1300) is None   # byoyomi is per move
+    assert clocks[cshogi.BLACK] == 0
+    assert byoyomi.spend(clocks, cshogi.BLACK, 1301) is not None
+    assert clocks[cshogi.WHITE] == 500
+
+
 # --------------------------------------------------------------------------
 # real engines
 
@@ -155,6 +175,21 @@ def test_fairy_stockfish_against_the_builtin_player(tmp_path):
     assert players["fsf"].lower().startswith("fairy-stockfish")
     assert players["bi"].startswith("bookgen builtin")
     db.close()
+
+
+def test_fairy_stockfish_manages_a_fischer_clock(tmp_path):
+    openings = write_openings(tmp_path / "openings.txt", OPENINGS[:1])
+    # A Move Overhead covering the pipe and process latency the runner measures.
+    summary = match(tmp_path, "--engine", f"a={FAIRY}", "--engine", f"b={FAIRY}",
+                    "--option", "a:Move Overhead=300", "--option", "b:Move Overhead=300",
+                    "--openings", openings, "--time", "1000", "--inc", "200",
+                    "--max-ply", "30")
+    assert summary["played"] == 2
+    for game in check_games(tmp_path / "r.sqlite"):
+        assert game["reason"] != "time forfeit", dict(game)
+        # Each side used at most its main time, increments and the lag margin.
+        moves = (game["plies"] + 1) // 2
+        assert 0 < game["black_ms"] <= 1000 + 200 * moves + 1000
 
 
 def test_fairy_stockfish_against_gpsusi(tmp_path):
