@@ -66,8 +66,9 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
 @click.option("--inc", type=int, metavar="MS", help="Fischer increment per move.")
 @click.option("--nodes", type=int, help="Node budget per move (no clock).")
 @click.option("--margin", type=int, default=1000, show_default=True, metavar="MS",
-              help="Lag allowed past the clock before a time forfeit (gpsusi rounds "
-                   "byoyomi up to whole seconds).")
+              help="Lag allowed past the clock before a time forfeit: over the game "
+                   "with --time/--inc, per move in byoyomi (gpsusi rounds byoyomi up "
+                   "to whole seconds).")
 @click.option("--engine-timeout", type=float, default=60.0, show_default=True,
               metavar="SECONDS", help="Longest wait for a move under --nodes.")
 @click.option("--concurrency", type=int, default=1, show_default=True,

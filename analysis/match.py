@@ -3,7 +3,8 @@
 Each opening is played twice with colours swapped (see
 :mod:`analysis.schedule`). The runner, not the engines, decides how a game
 ends (:mod:`bookgen.rules`): an illegal move or a false declaration loses,
-a move over the clock (plus ``margin``) loses on time, fourfold repetition
+a side whose clock runs more than ``margin`` below zero loses on time
+(:meth:`TimeControl.spend <analysis.players.TimeControl.spend>`), fourfold repetition
 is a draw unless one side checked on every move (that side loses),
 a declaration that meets the 27-point rule wins, ``max_ply`` plies from the
 initial position (opening moves included) draw, and with ``resign`` a side
