@@ -29,8 +29,8 @@ class TimeControl:
 
     ``byoyomi``: a fixed time per move after the main time; ``time`` and
     ``inc``: main time per side and a Fischer increment added after each
-    move; ``nodes``: a node budget (no clock). ``margin`` is the lag allowed
-    beyond the limit before a move counts as a time forfeit.
+    move; ``nodes``: a node budget (no clock). ``margin`` is how far a clock
+    may run below zero (see :meth:`spend`) before the side loses on time.
     ``engine_timeout`` (seconds) bounds a move without a clock.
     """
 
