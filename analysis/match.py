@@ -494,7 +494,8 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
         write_pgn_game(pgn_file, event=f"bookgen match {key[:8]}",
                        round_label=f"{task.pair + 1}.{int(task.swapped) + 1}", black=task.black,
                        white=task.white, result=game.result, reason=game.reason,
-                       start_sfen=game.start_sfen, moves=game.moves)
+                       start_sfen=game.start_sfen, moves=game.moves,
+                       pair=f"{key[:8]}:{task.pair}")
         pgn_file.flush()
     if csa_path is not None:
         from bookgen.rules import Outcome

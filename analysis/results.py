@@ -342,11 +342,14 @@ def _pgn_blocks(path: Path) -> Iterator[tuple[int, dict[str, str], str]]:
 def read_pgn(path: str | Path) -> list[Game]:
     """Games of a PGN file (sente is "White"); unfinished games (``*``) are skipped.
 
-    Colour-swapped pairs are recognised as consecutive games with the
-    players swapped and the same start position (``FEN``/``SFEN`` tag).
+    Colour-swapped pairs are taken from the ``Pair`` tag bookgen writes
+    (games finish out of order with ``--concurrency``); without it, two
+    consecutive games with the players swapped and the same start position
+    (``FEN``/``SFEN`` tag) are a pair.
     """
     path = Path(path)
     games: list[Game] = []
+    tagged: list[str | None] = []
     for line, tags, movetext in _pgn_blocks(path):
         result = tags.get("Result")
         if result is None:
@@ -366,6 +369,9 @@ def read_pgn(path: str | Path) -> list[Game]:
         plies = int(tags["PlyCount"]) if tags.get("PlyCount", "").isdigit() else 0
         games.append(Game(tags["White"], tags["Black"], names[result],
                           tags.get("Termination", ""), plies, None, opening, str(path)))
+        tagged.append(tags.get("Pair"))
+    if games and all(tagged):
+        return [_with_pair(game, f"{path}#{pair}") for game, pair in zip(games, tagged)]
     return _pair_consecutive(games, path)
 
 
@@ -398,17 +404,20 @@ def _pgn_escape(value: str) -> str:
 
 def write_pgn_game(handle: Any, *, event: str, round_label: str, black: str, white: str,
                    result: str, reason: str, start_sfen: str, moves: Sequence[str],
-                   date: str | None = None) -> None:
+                   pair: str | None = None, date: str | None = None) -> None:
     """Append one game to an open PGN text file, sente as "White".
 
     Shogi moves are not SAN, so the USI moves go into a comment that chess
-    tools (Ordo, BayesElo) skip; the start position is in an ``SFEN`` tag.
+    tools (Ordo, BayesElo) skip; the start position is in an ``SFEN`` tag,
+    the colour-swapped pair the game belongs to in a ``Pair`` tag.
     """
     tags = [("Event", event), ("Site", "bookgen"),
             ("Date", date or datetime.now(timezone.utc).strftime("%Y.%m.%d")),
             ("Round", round_label), ("White", black), ("Black", white),
             ("Result", _PGN_RESULTS[result]), ("SFEN", start_sfen),
             ("Termination", reason), ("PlyCount", str(len(moves)))]
+    if pair is not None:
+        tags.append(("Pair", pair))
     for name, value in tags:
         handle.write(f'[{name} "{_pgn_escape(value)}"]\n')
     body = f"{{usi {' '.join(moves)}}} " if moves else ""

@@ -233,8 +233,14 @@ def test_concurrency_plays_the_same_schedule(tmp_path):
     common = ["--engine", f"f={fake()}", "--builtin", "b", "--option", "b:nodes=200",
               "--openings", openings, "--nodes", "1", "--max-ply", "30"]
     one = match(tmp_path, *common, results="one.sqlite")
-    two = match(tmp_path, *common, "--concurrency", "2", results="two.sqlite")
+    two = match(tmp_path, *common, "--concurrency", "2", "--pgn", tmp_path / "two.pgn",
+                results="two.sqlite")
     assert one["played"] == two["played"] == 6
+    # Games reach the PGN in completion order; its Pair tags keep the pairs.
+    from analysis.pairstats import count_games
+    from_pgn = count_games(load_games([tmp_path / "two.pgn"]), "f", "b")
+    from_results = count_games(load_games([tmp_path / "two.sqlite"]), "f", "b")
+    assert from_pgn == from_results and from_pgn.unpaired == 0
 
     def key_results(name: str):
         return sorted((g["game_key"], g["result"], g["moves"]) for g in rows(tmp_path / name))
