@@ -3,7 +3,9 @@
 Positions are matched by their exact sfen and keep the minimum ply. A move
 present in several books keeps the entry with the greatest depth, then the
 greatest count (the first book wins a full tie). All stored columns travel,
-child links are re-pointed to the output's rows.
+child links are re-pointed to the output's rows. The rows ``refine minimax``
+adds for transposition edges are derived data tied to the source's runs:
+they are not copied (rerun ``refine minimax`` on the merged book).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bookgen.errors import BookgenError
-from bookgen.store import MOVE_UPSERT_SQL, PLY_UPSERT_SQL, Book
+from bookgen.store import MOVE_UPSERT_SQL, PLY_UPSERT_SQL, Book, transposition_row_sql
 
 MAX_SOURCES = 9  # SQLite attaches at most 10 databases, the output included
 
@@ -85,7 +87,7 @@ def _merge_one(store: Book, schema: str, run_id: int) -> tuple[int, int, int]:
         "JOIN main.positions p ON p.sfen = sp.sfen "
         f"LEFT JOIN {schema}.positions sc ON sc.id = m.child_id "
         "LEFT JOIN main.positions pc ON pc.sfen = sc.sfen "
-        "WHERE true ORDER BY p.id" + upsert, (run_id,))
+        f"WHERE NOT {transposition_row_sql(schema)} ORDER BY p.id" + upsert, (run_id,))
     changed = conn.total_changes - changes
     positions_added = store.count_positions() - positions_before
     moves_added = store.count_moves() - moves_before

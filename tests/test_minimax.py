@@ -518,6 +518,22 @@ def test_refine_keeps_raw_values_and_adds_transposition_rows(tmp_path):
         assert child == ref.children[sfen].get(move)
 
 
+def test_merge_leaves_refines_transposition_rows_behind(tmp_path):
+    book = shuffle_book(3, positions=30)
+    path = import_book(tmp_path, book)
+    before = book_rows(path)
+    assert refine(path)["transposition_rows_added"] > 0
+    merged = tmp_path / "merged.sqlite"
+    run_cli("merge", "-o", merged, path)
+    # The merged book holds the book's own moves only, as export sees them.
+    assert sorted(r[:-1] for r in book_rows(merged)) == sorted(r[:-1] for r in before)
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    run_cli("export", "-b", path, "-o", first)
+    run_cli("export", "-b", merged, "-o", second)
+    assert first.read_text() == second.read_text()
+    assert refine(merged)["transposition_rows_added"] > 0
+
+
 def test_rerun_is_idempotent_and_recorded(tmp_path):
     book = check_book(0, positions=24)
     path = import_book(tmp_path, book)
