@@ -23,7 +23,7 @@ engines:
 	fi
 
 # Grow a book from the initial position with the built-in evaluator for a
-# minute, then show what it holds.
+# minute, show what it holds, then measure with it.
 demo: $(STAMP)
 	mkdir -p demo
 	rm -f demo/book.sqlite demo/book.sqlite-wal demo/book.sqlite-shm
@@ -31,6 +31,15 @@ demo: $(STAMP)
 	$(BOOKGEN) stats -b demo/book.sqlite
 	$(BOOKGEN) show -b demo/book.sqlite startpos
 	$(BOOKGEN) export -b demo/book.sqlite -o demo/book.db
+	# Measure: balanced openings from the book, a match of two built-in players, a report.
+	rm -f demo/results.sqlite demo/results.sqlite-wal demo/results.sqlite-shm
+	$(BOOKGEN) suite -b demo/book.sqlite -o demo/suite.txt --max-value 150 --min-ply 3 \
+		--max-ply 9 --limit 8 --seed 1
+	$(BOOKGEN) match --engine weak=builtin --option weak:nodes=300 --engine strong=builtin \
+		--option strong:nodes=1500 --openings demo/suite.txt --nodes 1 --max-ply 160 \
+		--concurrency 2 -o demo/results.sqlite
+	$(BOOKGEN) rate demo/results.sqlite -s 1000
+	$(BOOKGEN) report demo/results.sqlite -b demo/book.sqlite -o demo/report.html
 
 # Import the sample book analysed by Fairy-Stockfish and print its stats.
 sample: $(STAMP)
