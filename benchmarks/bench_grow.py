@@ -9,7 +9,7 @@ time spent outside the evaluator (single worker: everything that is not
     python benchmarks/bench_grow.py [--positions 400] [--engine-positions 80]
                                     [--playouts 100] [--nodes 20000]
 
-With 2 workers the time outside the evaluator includes starting the worker
+A count of 0 skips that evaluator. With 2 workers the time outside the evaluator includes starting the worker
 processes (spawned, each loading its own evaluator).
 """
 
@@ -53,6 +53,8 @@ def main() -> None:
         (f"fairy-stockfish, {args.nodes} nodes", args.engine_positions,
          {"evaluator": f"usi:{FAIRY}", "evaluator_options": {"nodes": args.nodes}}),
     ):
+        if positions <= 0:  # e.g. --engine-positions 0: only the built-in rows
+            continue
         if "usi:" in str(kwargs["evaluator"]) and not Path(FAIRY).exists():
             print(f"{FAIRY} missing: skipped", file=sys.stderr)
             continue

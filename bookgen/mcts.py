@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,37 +59,56 @@ class SearchResult:
 class _Node:
     # Plain lists, not numpy: nodes have a few dozen moves, where per-call
     # numpy overhead would dominate the selection.
-    __slots__ = ("moves", "priors", "visits", "totals", "total_visits", "children", "value",
-                 "terminal", "width")
+    #
+    # Moves are tried in order of falling prior: all untried moves share the
+    # first-play value, so only the untried one with the highest prior can be
+    # selected and the tried moves always form a prefix (see Mcts._select).
+    # ``moves``, ``priors``, ``visits``, ``totals``, ``qs`` and ``children``
+    # hold that prefix only and grow by one when a move is first tried; the
+    # evaluator's moves are sorted by prior when the node is first selected
+    # from. Most leaves never are, and skip the sort and the per-move lists.
+    # ``qs[i]`` is the move's mean value, ``totals[i] / visits[i]``, or the
+    # first-play value while it has no visits; the backups keep it in step.
+    __slots__ = ("moves", "priors", "visits", "totals", "qs", "total_visits", "children",
+                 "value", "terminal", "expanded", "all_moves", "all_priors", "order")
 
     def __init__(self) -> None:
-        self.moves: list[int] = []
-        self.priors: list[float] = []
-        self.visits: list[int] = []
-        self.totals: list[float] = []
         self.total_visits = 0
-        self.children: list[_Node | None] = []
         self.value = 0.5
         self.terminal = False
-        self.width = 0  # moves 0 .. width-1 (by falling prior) have been tried
+        self.expanded = False  # evaluated (a pending leaf of the batch is not)
+        self.order: list[int] | None = None  # all_moves indices by falling prior
 
     def expand(self, board: cshogi.Board, evaluation: Evaluation) -> None:
         self.value = evaluation.value
+        self.expanded = True
         if not evaluation.moves:
             self.terminal = True
             return
-        moves = (evaluation.move_ints if evaluation.move_ints is not None
-                 else [board.move_from_usi(usi) for usi in evaluation.moves])
-        # Sorted by falling prior: all untried moves share the first-play value,
-        # so only the untried one with the highest prior can be selected, and
-        # the tried moves always form a prefix (see Mcts._select).
-        priors = evaluation.priors
-        order = sorted(range(len(moves)), key=priors.__getitem__, reverse=True)
-        self.moves = [moves[i] for i in order]
-        self.priors = [priors[i] for i in order]
-        self.visits = [0] * len(self.moves)
-        self.totals = [0.0] * len(self.moves)
-        self.children = [None] * len(self.moves)
+        self.all_moves = (evaluation.move_ints if evaluation.move_ints is not None
+                          else [board.move_from_usi(usi) for usi in evaluation.moves])
+        self.all_priors = evaluation.priors
+
+    def sort(self) -> list[int]:
+        """Order the moves by falling prior (stable: ties keep the evaluator's order)."""
+        priors = self.all_priors
+        order = self.order = sorted(range(len(priors)), key=priors.__getitem__, reverse=True)
+        self.moves = []
+        self.priors = []
+        self.visits = []
+        self.totals = []
+        self.qs = []
+        self.children = []
+        return order
+
+    def sorted_stats(self) -> tuple[list[int], list[float], list[int], list[float]]:
+        """Moves, priors, visits and value totals of all moves, by falling prior."""
+        order = self.order if self.order is not None else self.sort()
+        width = len(self.visits)
+        rest = order[width:]
+        return (self.moves + [self.all_moves[i] for i in rest],
+                self.priors + [self.all_priors[i] for i in rest],
+                self.visits + [0] * len(rest), self.totals + [0.0] * len(rest))
 
 
 def _terminal_value(board: cshogi.Board, settings: SearchSettings) -> float | None:
@@ -104,6 +124,30 @@ def _terminal_value(board: cshogi.Board, settings: SearchSettings) -> float | No
     return None  # no legal moves: the evaluator says so (value 0, no moves)
 
 
+def _exploration_scale(parent_visits: int, c_base: float, c_init: float) -> float:
+    """PUCT's ``c(N) * sqrt(max(N, 1))`` for a node visited N times."""
+    c = math.log((parent_visits + c_base + 1) / c_base) + c_init
+    return c * math.sqrt(max(parent_visits, 1))
+
+
+_SCALE_TABLE_MAX = 1 << 16
+_scale_tables: dict[tuple[float, float], list[float]] = {}
+_scale_tables_lock = threading.Lock()
+
+
+def _scale_table(c_base: float, c_init: float, playouts: int) -> list[float]:
+    """:func:`_exploration_scale` by N, for N up to ``playouts`` (no node gets
+    more visits) or a cap; shared by all searches with these constants."""
+    size = min(playouts, _SCALE_TABLE_MAX) + 1
+    table = _scale_tables.get((c_base, c_init))
+    if table is None or len(table) < size:
+        with _scale_tables_lock:  # appended only under the lock; readers never see a gap
+            table = _scale_tables.setdefault((c_base, c_init), [])
+            while len(table) < size:
+                table.append(_exploration_scale(len(table), c_base, c_init))
+    return table
+
+
 class Mcts:
     """One search tree per call to :meth:`search`."""
 
@@ -111,25 +155,41 @@ class Mcts:
         self.evaluator = evaluator
         self.settings = settings or SearchSettings()
         self.evaluations = 0
+        self._scales: list[float] = []
 
     def _select(self, node: _Node) -> int:
-        settings = self.settings
+        """The index (into the tried prefix, or the next untried move) to play;
+        trying a move appends it to the node's prefix lists."""
+        order = node.order
+        if order is None:
+            order = node.sort()
         parent_visits = node.total_visits
-        c = math.log((parent_visits + settings.c_base + 1) / settings.c_base) + settings.c_init
-        scale = c * math.sqrt(max(parent_visits, 1))
-        width = node.width
-        priors, visits, totals = node.priors, node.visits, node.totals
+        scales = self._scales
+        if parent_visits < len(scales):
+            scale = scales[parent_visits]
+        else:
+            scale = _exploration_scale(parent_visits, self.settings.c_base, self.settings.c_init)
+        fpu = node.value
+        visits = node.visits
         best_index, best_score = 0, -math.inf
-        for index in range(width):
-            n = visits[index]
-            q = totals[index] / n if n else node.value
-            score = q + scale * priors[index] / (1 + n)
+        index = 0
+        for q, n, prior in zip(node.qs, visits, node.priors):
+            score = q + scale * prior / (1 + n)
             if score > best_score:
                 best_index, best_score = index, score
-        if width < len(priors):  # the best untried move: first-play value, top prior
-            if node.value + scale * priors[width] > best_score:
-                best_index = width
-                node.width = width + 1
+            index += 1
+        width = len(visits)
+        if width < len(order):  # the best untried move: first-play value, top prior
+            move = order[width]
+            prior = node.all_priors[move]
+            if fpu + scale * prior > best_score:
+                node.moves.append(node.all_moves[move])
+                node.priors.append(prior)
+                visits.append(0)
+                node.totals.append(0.0)
+                node.qs.append(fpu)
+                node.children.append(None)
+                return width
         return best_index
 
     def search(self, board: cshogi.Board, root_evaluation: Evaluation | None = None
@@ -137,6 +197,7 @@ class Mcts:
         """Search ``board`` (left unchanged) with the playout budget."""
         settings = self.settings
         self.evaluations = 0
+        self._scales = _scale_table(settings.c_base, settings.c_init, settings.playouts)
         root = _Node()
         if root_evaluation is None:
             root_evaluation = self.evaluator.evaluate([board])[0]
@@ -149,66 +210,67 @@ class Mcts:
         while done < settings.playouts:
             batch = min(settings.batch_size, settings.playouts - done)
             pending: list[tuple[list[tuple[_Node, int]], _Node, cshogi.Board]] = []
-            for _ in range(batch):
-                path, leaf, value, leaf_board = self._descend(root, board)
+            in_place = 0  # plies to pop after evaluating the batch's last leaf on ``board``
+            for i in range(batch):
+                path, leaf, value = self._descend(root, board)
+                done += 1
                 if value is not None:
                     self._backup(path, value)
+                elif i == batch - 1:
+                    # The last leaf of the batch is evaluated where it stands
+                    # (no descent follows before the evaluation), not copied.
+                    pending.append((path, leaf, board))
+                    in_place = len(path)
+                    continue
                 else:
-                    assert leaf_board is not None
-                    pending.append((path, leaf, leaf_board))
-                done += 1
+                    pending.append((path, leaf, board.copy()))
+                for _ in path:
+                    board.pop()
             if pending:
                 boards = [leaf_board for _path, _leaf, leaf_board in pending]
                 evaluations = self.evaluator.evaluate(boards)
                 self.evaluations += len(boards)
                 for (path, leaf, leaf_board), evaluation in zip(pending, evaluations):
-                    if not leaf.moves and not leaf.terminal:
+                    if not leaf.expanded and not leaf.terminal:
                         leaf.expand(leaf_board, evaluation)
-                    self._remove_virtual_loss(path)
-                    self._backup(path, leaf.value)
+                    self._backup_pending(path, leaf.value)
+                for _ in range(in_place):
+                    board.pop()
             if settings.early_stop and self._decided(root, settings.playouts - done):
                 break
         return SearchResult(self._root_stats(root), root.value, done, self.evaluations)
 
     def _descend(self, root: _Node, board: cshogi.Board
-                 ) -> tuple[list[tuple[_Node, int]], _Node, float | None, cshogi.Board | None]:
-        """Walk down to a leaf. Returns the path, the leaf, and its value when
-        known without evaluation (terminal or already expanded in this batch)."""
+                 ) -> tuple[list[tuple[_Node, int]], _Node, float | None]:
+        """Walk down to a leaf, pushing the moves on ``board`` (the caller pops
+        them: one per path entry). Returns the path, the leaf, and its value
+        when known without evaluation (terminal or already expanded in this batch)."""
         path: list[tuple[_Node, int]] = []
         node = root
-        pushed = 0
-        try:
-            while True:
-                index = self._select(node)
-                path.append((node, index))
-                board.push(node.moves[index])
-                pushed += 1
-                child = node.children[index]
-                if child is None:
-                    child = node.children[index] = _Node()
+        select = self._select
+        while True:
+            index = select(node)
+            path.append((node, index))
+            board.push(node.moves[index])
+            child = node.children[index]
+            if child is None:
+                child = node.children[index] = _Node()
+                if board.is_draw():  # cshogi.NOT_REPETITION is 0
                     terminal = _terminal_value(board, self.settings)
                     if terminal is not None:
                         child.terminal = True
                         child.value = terminal
-                        return path, child, terminal, None
-                    # Virtual loss: count the visit now, with a lost value for the
-                    # mover, so the rest of the batch looks elsewhere.
-                    for parent, move_index in path:
-                        parent.visits[move_index] += 1
-                        parent.total_visits += 1
-                    return path, child, None, board.copy()
-                if child.terminal or not child.moves:  # decided, or pending in this batch
-                    return path, child, child.value, None
-                node = child
-        finally:
-            for _ in range(pushed):
-                board.pop()
-
-    @staticmethod
-    def _remove_virtual_loss(path: list[tuple[_Node, int]]) -> None:
-        for node, index in path:
-            node.visits[index] -= 1
-            node.total_visits -= 1
+                        return path, child, terminal
+                # Virtual loss: count the visit now, with a lost value for the
+                # mover, so the rest of the batch looks elsewhere.
+                for parent, move_index in path:
+                    n = parent.visits[move_index] = parent.visits[move_index] + 1
+                    parent.total_visits += 1
+                    parent.qs[move_index] = parent.totals[move_index] / n
+                return path, child, None
+            if child.terminal or not child.expanded:  # decided, or pending in this batch
+                return path, child, child.value
+            node = child
 
     @staticmethod
     def _backup(path: list[tuple[_Node, int]], leaf_value: float) -> None:
@@ -216,28 +278,45 @@ class Mcts:
         value = leaf_value
         for node, index in reversed(path):
             value = 1.0 - value  # from the side to move at the leaf to the mover's side
-            node.visits[index] += 1
+            n = node.visits[index] = node.visits[index] + 1
             node.total_visits += 1
-            node.totals[index] += value
+            total = node.totals[index] = node.totals[index] + value
+            node.qs[index] = total / n
+
+    @staticmethod
+    def _backup_pending(path: list[tuple[_Node, int]], leaf_value: float) -> None:
+        """:meth:`_backup` for a path under virtual loss: the visits are already
+        counted (removing the virtual loss and adding the visit cancel out)."""
+        value = leaf_value
+        for node, index in reversed(path):
+            value = 1.0 - value
+            total = node.totals[index] = node.totals[index] + value
+            node.qs[index] = total / node.visits[index]
 
     @staticmethod
     def _decided(root: _Node, remaining: int) -> bool:
-        if len(root.visits) < 2:
-            return len(root.visits) == 1
-        if max(root.visits) <= remaining:  # cheap test first: cannot be decided yet
+        moves = len(root.all_moves)
+        if moves < 2:
+            return moves == 1
+        # Cheap tests first (untried moves have no visits): cannot be decided yet.
+        if root.total_visits <= remaining:
             return False
-        first, second = heapq.nlargest(2, root.visits)
+        visits = root.visits
+        if max(visits) <= remaining:
+            return False
+        first, second = heapq.nlargest(2, visits) if len(visits) > 1 else (visits[0], 0)
         return first - second > remaining
 
     @staticmethod
     def _root_stats(root: _Node) -> list[MoveStats]:
         stats = []
-        order = sorted(range(len(root.moves)), key=lambda i: -root.visits[i])
+        moves, priors, visits, totals = root.sorted_stats()
+        order = sorted(range(len(moves)), key=lambda i: -visits[i])
         for index in order:
-            visits = root.visits[index]
-            win_rate = root.totals[index] / visits if visits else root.value
-            stats.append(MoveStats(cshogi.move_to_usi(root.moves[index]), visits,
-                                   root.priors[index], win_rate, value_to_cp(win_rate)))
+            count = visits[index]
+            win_rate = totals[index] / count if count else root.value
+            stats.append(MoveStats(cshogi.move_to_usi(moves[index]), count,
+                                   priors[index], win_rate, value_to_cp(win_rate)))
         return stats
 
 
