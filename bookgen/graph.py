@@ -11,6 +11,7 @@ each move stays in ``eval_value``; ``value`` holds the propagated one.
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -20,6 +21,8 @@ from bookgen.mcts import BookMoveChoice
 from bookgen.position import board_key, signed64
 from bookgen.store import TRANSPOSITION_ROW_SQL, Book
 from bookgen.values import MATE_VALUE
+
+MAX_REVISITS = 8  # times one propagation may revisit a node whose value keeps changing
 
 
 @dataclass
@@ -160,16 +163,26 @@ class BookGraph:
                 (node.id, choice.move, value, choice.count, choice.visits, choice.prior,
                  choice.win_rate, child.id, choice.value, run_id))
         node.value = max((e.value for e in node.edges), default=-MATE_VALUE)
+        if node.value != root_value:  # a move into an expanded child took its value
+            conn.execute("UPDATE positions SET value = ? WHERE id = ?", (node.value, node.id))
         return self._propagate(book, node)
 
     def _propagate(self, book: Book, start: Node) -> list[Node]:
-        """Negamax the new value of ``start`` up through its ancestors."""
-        changed = [start]
-        queue = [start]
-        seen = {start.sfen}
+        """Negamax the new value of ``start`` up through its ancestors.
+
+        Breadth-first, parents in sfen order (so results do not depend on
+        string hashing). A node whose value changes again is visited again,
+        at most ``MAX_REVISITS`` times: that bounds the work on cycles, where
+        negamax need not settle (``refine minimax`` solves those exactly).
+        """
+        changed = {start.sfen: start}
+        queue = deque([start])
+        queued = {start.sfen}
+        visits: Counter[str] = Counter()
         while queue:
-            child = queue.pop()
-            for parent_sfen in self.parents.get(child.sfen, ()):
+            child = queue.popleft()
+            queued.discard(child.sfen)
+            for parent_sfen in sorted(self.parents.get(child.sfen, ())):
                 parent = self.nodes[parent_sfen]
                 if not parent.expanded or parent.id is None:
                     continue
@@ -184,11 +197,12 @@ class BookGraph:
                     parent.value = new_value
                     book.conn.execute("UPDATE positions SET value = ? WHERE id = ?",
                                       (new_value, parent.id))
-                    if parent.sfen not in seen:  # cycles stop here
-                        seen.add(parent.sfen)
-                        changed.append(parent)
+                    changed[parent.sfen] = parent
+                    visits[parent.sfen] += 1
+                    if parent.sfen not in queued and visits[parent.sfen] <= MAX_REVISITS:
+                        queued.add(parent.sfen)
                         queue.append(parent)
-        return changed
+        return list(changed.values())
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes.values())
