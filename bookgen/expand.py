@@ -4,9 +4,9 @@ With an evaluator that only scores positions (built-in, networks) the leaf
 search is MCTS and dlshogi's rule picks the book moves. With an evaluator that
 searches by itself (a USI engine's MultiPV analysis) its lines are used
 directly: moves within the cutoff of the best line, count from its priors.
-The backends run :func:`expand_position` in this process or in workers, each
-with its own evaluator; a distributed backend would implement the same
-:class:`ExpansionBackend` interface.
+:func:`make_backend` runs :func:`expand_position` in this process or in
+workers, each with its own evaluator; a distributed backend would implement
+the same :data:`ExpansionBackend` interface (:class:`bookgen.workers.TaskRunner`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import cshogi
 
 from bookgen.evaluators import Evaluation, Evaluator, make_evaluator
 from bookgen.mcts import BookMoveChoice, Mcts, SearchSettings, select_book_moves
 from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
-from bookgen.workers import WorkerPool
+from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
 
 @dataclass
@@ -100,41 +100,8 @@ def _choices_from_lines(evaluation: Evaluation, settings: ExpansionSettings
             for move, prior, value in sorted(kept, key=lambda k: -k[2])]
 
 
-class ExpansionBackend(Protocol):
-    """Runs expansions; results come back in any order."""
-
-    def capacity(self) -> int:
-        """How many expansions may be in flight at once."""
-
-    def submit(self, sfen: str) -> None: ...
-
-    def collect(self) -> list[ExpansionResult]:
-        """Block until at least one submitted expansion is done; return all done."""
-
-    def close(self) -> None: ...
-
-
-class LocalBackend:
-    """Expansions in this process, one at a time."""
-
-    def __init__(self, spec: str, options: dict[str, Any], settings: ExpansionSettings
-                 ) -> None:
-        self.evaluator = make_evaluator(spec, **options)
-        self.settings = settings
-        self._queue: list[str] = []
-
-    def capacity(self) -> int:
-        return 1
-
-    def submit(self, sfen: str) -> None:
-        self._queue.append(sfen)
-
-    def collect(self) -> list[ExpansionResult]:
-        sfen = self._queue.pop(0)
-        return [expand_position(self.evaluator, sfen, self.settings)]
-
-    def close(self) -> None:
-        self.evaluator.close()
+ExpansionBackend = TaskRunner[str, ExpansionResult]
+"""Runs expansions (tasks are sfens); results come back in any order."""
 
 
 _worker_state: dict[str, Any] = {}
@@ -150,29 +117,12 @@ def _worker_expand(sfen: str) -> ExpansionResult:
     return expand_position(_worker_state["evaluator"], sfen, _worker_state["settings"])
 
 
-class ProcessBackend:
-    """``workers`` processes, each with its own evaluator (engine or model)."""
-
-    def __init__(self, spec: str, options: dict[str, Any], settings: ExpansionSettings,
-                 workers: int) -> None:
-        self.pool: WorkerPool[ExpansionResult] = WorkerPool(
-            workers, _worker_init, (spec, options, settings))
-
-    def capacity(self) -> int:
-        return self.pool.capacity()
-
-    def submit(self, sfen: str) -> None:
-        self.pool.submit(_worker_expand, sfen)
-
-    def collect(self) -> list[ExpansionResult]:
-        return self.pool.collect()
-
-    def close(self) -> None:
-        self.pool.close()
-
-
 def make_backend(spec: str, options: dict[str, Any], settings: ExpansionSettings,
                  workers: int) -> ExpansionBackend:
+    """Expansions in this process (``workers`` 1), or in ``workers`` processes
+    each with its own evaluator (engine or model)."""
     if workers <= 1:
-        return LocalBackend(spec, options, settings)
-    return ProcessBackend(spec, options, settings, workers)
+        evaluator = make_evaluator(spec, **options)
+        return LocalRunner(lambda sfen: expand_position(evaluator, sfen, settings),
+                           evaluator.close)
+    return PoolRunner(workers, _worker_expand, _worker_init, (spec, options, settings))

@@ -94,9 +94,11 @@ class PoolRunner(Generic[T, R]):
     """Tasks run by ``function`` (a module-level function) in a :class:`WorkerPool`."""
 
     def __init__(self, workers: int, function: Callable[[T], R],
-                 initializer: Callable[..., None], initargs: tuple[Any, ...]) -> None:
+                 initializer: Callable[..., None], initargs: tuple[Any, ...],
+                 queued_per_worker: int = 1) -> None:
         self.function = function
-        self.pool: WorkerPool[R] = WorkerPool(workers, initializer, initargs)
+        self.pool: WorkerPool[R] = WorkerPool(workers, initializer, initargs,
+                                              queued_per_worker)
 
     def capacity(self) -> int:
         return self.pool.capacity()

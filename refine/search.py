@@ -56,7 +56,7 @@ from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
 from bookgen.usi import SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info
 from bookgen.values import MATE_VALUE
-from bookgen.workers import WorkerPool
+from bookgen.workers import LocalRunner, PoolRunner
 
 __all__ = [
     "SELECTIONS", "AnalysisResult", "BookIndex", "EngineSettings", "SearchSummary",
@@ -319,24 +319,6 @@ def start_analyser(settings: EngineSettings) -> Analyser:
 # backends: this process, or worker processes with an engine each
 
 
-class LocalBackend:
-    def __init__(self, analyser: Analyser) -> None:
-        self.analyser = analyser
-        self.queue: deque[tuple[int, str]] = deque()
-
-    def capacity(self) -> int:
-        return 1
-
-    def submit(self, position_id: int, sfen: str) -> None:
-        self.queue.append((position_id, sfen))
-
-    def collect(self) -> list[AnalysisResult]:
-        return [self.analyser.analyse(*self.queue.popleft())]
-
-    def close(self) -> None:
-        self.analyser.close()
-
-
 _worker: dict[str, Any] = {}
 
 
@@ -360,29 +342,8 @@ def _worker_init(settings: EngineSettings, parent: int) -> None:
     _worker["analyser"] = start_analyser(settings)
 
 
-def _worker_analyse(position_id: int, sfen: str) -> AnalysisResult:
-    return _worker["analyser"].analyse(position_id, sfen)
-
-
-class ProcessBackend:
-    """``workers`` spawned processes, each with its own engine; two positions
-    queued per worker hide the round trip through the main process."""
-
-    def __init__(self, settings: EngineSettings, workers: int) -> None:
-        self.pool: WorkerPool[AnalysisResult] = WorkerPool(
-            workers, _worker_init, (settings, os.getpid()), queued_per_worker=2)
-
-    def capacity(self) -> int:
-        return self.pool.capacity()
-
-    def submit(self, position_id: int, sfen: str) -> None:
-        self.pool.submit(_worker_analyse, position_id, sfen)
-
-    def collect(self) -> list[AnalysisResult]:
-        return self.pool.collect()
-
-    def close(self) -> None:
-        self.pool.close()
+def _worker_analyse(task: tuple[int, str]) -> AnalysisResult:
+    return _worker["analyser"].analyse(*task)
 
 
 # --------------------------------------------------------------------------
@@ -661,9 +622,14 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
                 if workers > 1 and len(todo) > 1:
                     analyser.close()
                     analyser = None
-                    backend = ProcessBackend(settings, min(workers, len(todo)))
+                    # Two positions queued per worker hide the round trip.
+                    backend = PoolRunner(min(workers, len(todo)), _worker_analyse,
+                                         _worker_init, (settings, os.getpid()),
+                                         queued_per_worker=2)
                 else:
-                    backend, analyser = LocalBackend(analyser), None
+                    local = analyser
+                    backend = LocalRunner(lambda task: local.analyse(*task), local.close)
+                    analyser = None
                 with stop_on_interrupt() as stop:
                     status = _run(store, index, todo, backend, summary, stop, start, progress)
         except BrokenProcessPool as error:
@@ -710,7 +676,7 @@ def _run(store: Book, index: BookIndex, todo: list[int], backend: Any, summary: 
             while queue and not stop.is_set() and pending < backend.capacity():
                 pid = queue.popleft()
                 ply = index.ply[pid]
-                backend.submit(pid, f"{index.sfen[pid]} {ply if ply else 1}")
+                backend.submit((pid, f"{index.sfen[pid]} {ply if ply else 1}"))
                 pending += 1
             if not pending:
                 if queue:
