@@ -74,6 +74,9 @@ _RESULT_CODES = {"black": 0, "draw": 1, "white": 2}
 _CHUNK_FLOATS = 2_000_000
 
 
+SEPARATION_LOGITS = 20.0  # a refitted rating spread beyond this many logits is divergent
+
+
 def beta_for(scale: float = DEFAULT_SCALE) -> float:
     """The logistic slope of Ordo's expected-score curve for ``scale``."""
     return _LOGIT_76 / scale
@@ -701,6 +704,12 @@ def _simulate(cells: _Cells, u: np.ndarray, wa: float, deq: float, *, fit_wa: bo
             continue
         ratings[k] = sim_u
         advantages[k] = sim_wa if fit_wa else wa
+    # Separated data (say, a player who won every game as black and lost every
+    # game as white, with the advantage fitted) has its maximum likelihood at
+    # infinity; Newton stops somewhere huge. Such a refit is no refit: a spread
+    # of SEPARATION_LOGITS means odds of e^-20, which no real pool shows.
+    spread = np.ptp(ratings, axis=1) if count > 1 else np.zeros(simulations)
+    usable &= (spread < SEPARATION_LOGITS) & (np.abs(advantages) < SEPARATION_LOGITS)
     skipped = int((~usable).sum())
     if simulations - skipped < 2:
         raise BookgenError(f"only {simulations - skipped} of {simulations} simulations could "

@@ -576,3 +576,20 @@ def test_confidence_and_scale_options(tmp_path):
     base = ratings_of(at95)
     for name in base:
         assert scaled[name] == pytest.approx(base[name] * 400 / 202, abs=1e-9)
+
+
+def test_divergent_simulations_are_left_out_of_the_errors():
+    """A small pool where some bootstrap samples are separated (their maximum
+    likelihood is at infinity): those refits are dropped and counted, so one
+    sample cannot blow up the errors."""
+    cells = {("a", "b"): (2, 4, 2), ("a", "c"): (0, 2, 6), ("b", "a"): (8, 0, 0),
+             ("b", "c"): (2, 2, 4), ("c", "a"): (8, 0, 0), ("c", "b"): (4, 2, 2)}
+    games = [Game(black, white, result)
+             for (black, white), counts in cells.items()
+             for result, n in zip(("black", "draw", "white"), counts) for _ in range(n)]
+    table = fit_ratings(games, white_advantage=True, draw_rate=True, simulations=1000, seed=0)
+    assert table.skipped_simulations >= 1
+    # One divergent sample (a rating gap of about 8,700) would push these to
+    # about 275 and 140.
+    assert all(p.error is not None and p.error < 150 for p in table.players)
+    assert table.white_advantage_sd is not None and table.white_advantage_sd < 100
