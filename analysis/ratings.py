@@ -21,7 +21,9 @@ The model is Ordo's (M. A. Ballicora), as described in
   rating (relative to the pool average or the anchor) and of every pairwise
   difference are taken. ERROR is that SD times the two-sided normal quantile
   of the confidence (1.95996 at 95 %); CFS compares each row with the next
-  one, ``100 Phi(diff / SD of the difference)``.
+  one, ``100 Phi(diff / SD of the difference)``. Simulated data sets that
+  cannot be refitted (disconnected, or separated so that the refit diverges)
+  are left out and counted.
 
 Everything works on per-(black, white) counts of wins, draws and losses;
 the fit is a Newton iteration on the (concave) log-likelihood, batched over
