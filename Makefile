@@ -51,9 +51,11 @@ sample: $(STAMP)
 test: $(STAMP) engines
 	$(PY) -m pytest -n 2 -q
 
-bench: $(STAMP)
+bench: $(STAMP) engines
 	$(PY) benchmarks/bench_formats.py
 	$(PY) benchmarks/bench_grow.py
+	$(PY) benchmarks/bench_match.py
+	$(PY) benchmarks/bench_ratings.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache .hypothesis
