@@ -35,21 +35,26 @@ as ``failed``.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
+import sqlite3
 import threading
 import time
+from array import array
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
+from itertools import compress, islice
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import cshogi
+import numpy as np
 
 from bookgen.errors import BookgenError
-from bookgen.position import STARTPOS_SFEN, board_key
+from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
 from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
@@ -59,9 +64,9 @@ from bookgen.values import MATE_VALUE
 from bookgen.workers import LocalRunner, PoolRunner
 
 __all__ = [
-    "SELECTIONS", "AnalysisResult", "BookIndex", "EngineSettings", "SearchSummary",
-    "analysed_positions", "engine_settings", "matching_runs", "search", "select_positions",
-    "start_analyser",
+    "NULL", "SELECTIONS", "AnalysisResult", "BookIndex", "EngineSettings", "SearchSummary",
+    "analysed_positions", "engine_settings", "find_rows", "matching_runs", "parallel_map",
+    "search", "select_positions", "sql_int_columns", "start_analyser",
 ]
 
 SELECTIONS = ("all", "leaves", "principal", "visits")
@@ -357,131 +362,623 @@ class BookEdge(NamedTuple):
     child: int | None          # child position id, when the child is in the book
 
 
-class BookIndex:
-    """Positions with their book moves and child links, read once from the book.
+NULL = np.iinfo(np.int64).min  # an SQL NULL in the int64 columns of BookIndex
+_MAX_MOVE_CHARS = 9            # 7 bits per ASCII character in an int64 move code
 
-    Moves without a stored child link (imported books) get their child by
-    playing the move and looking the position up by sfen; nothing is written.
+
+def sql_int_columns(conn: sqlite3.Connection, sql: str, columns: Sequence[str],
+                    args: Sequence[Any] = ()) -> list[np.ndarray]:
+    """Integer ``columns`` of the rows of ``sql``, each an int64 array (NULL is
+    :data:`NULL`), in the rows' order.
+
+    SQLite joins each column into one text (``group_concat``) that numpy
+    parses: much faster and leaner than a Python tuple per row. (SQLite keeps
+    the ORDER BY of a FROM subquery under ``group_concat``; the callers check
+    their key columns anyway.)
+    """
+    joined = ", ".join(f"group_concat(coalesce({c}, {NULL}))" for c in columns)
+    texts = conn.execute(f"SELECT {joined} FROM ({sql})", args).fetchone()
+    arrays = []
+    for column, text in zip(columns, texts):
+        if not text:
+            arrays.append(np.empty(0, dtype=np.int64))
+            continue
+        try:
+            arrays.append(np.fromstring(text, dtype=np.int64, sep=","))
+        except ValueError:  # not all integers (REAL or TEXT in the column)
+            arrays.append(np.array(
+                [NULL if row[0] is None else int(row[0]) for row in
+                 conn.execute(f"SELECT {column} FROM ({sql})", args)], dtype=np.int64))
+    return arrays
+
+
+def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(starts[i], stops[i])``."""
+    lengths = stops - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
+
+
+def find_rows(ids: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``pids`` in the ascending ``ids``, and which of them are there."""
+    if len(ids) and int(ids[-1]) - int(ids[0]) + 1 == len(ids):  # ids without gaps
+        rows = pids - ids[0]
+        return rows, (rows >= 0) & (rows < len(ids))
+    rows = np.searchsorted(ids, pids)
+    found = rows < len(ids)
+    found[found] = ids[rows[found]] == pids[found]
+    return rows, found
+
+
+def _move_codes(text: str, n: int) -> tuple[np.ndarray, list[str]] | None:
+    """Ranks (in sorted order of the moves) and names of ``n`` space-joined moves;
+    None unless every move is at most 9 printable ASCII characters."""
+    raw = text.encode("utf-8")
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    if buf.size and (int(buf.max()) > 126 or int(buf.min()) < 32):
+        return None
+    starts = np.zeros(n, dtype=np.int64)
+    separators = np.flatnonzero(buf == 32)
+    if len(separators) != n - 1:
+        return None
+    starts[1:] = separators + 1
+    del separators
+    ends = np.append(starts[1:] - 1, len(buf))
+    width = int((ends - starts).max())
+    if width > _MAX_MOVE_CHARS:
+        return None
+    code = np.zeros(n, dtype=np.int64)
+    block = 1 << 20
+    for at in range(0, n, block):  # (bounded temporaries)
+        first, end = starts[at:at + block], ends[at:at + block]
+        part = code[at:at + block]
+        for column in range(width):  # big-endian, zero padded: code order is string order
+            where = first + column
+            inside = where < end
+            part <<= 7
+            part[inside] |= buf[where[inside]]
+    codes = np.unique(code)
+    names = ["".join(chr((c >> 7 * (width - 1 - i)) & 127) for i in range(width)).rstrip("\0")
+             for c in codes.tolist()]
+    return np.searchsorted(codes, code).astype(np.int32), names
+
+
+def _load_moves(conn: sqlite3.Connection, values: bool = True
+                ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray | None,
+                           np.ndarray | None, np.ndarray]:
+    """Every moves row ordered by (position id, move): position ids, move ranks
+    (indices into the sorted move names), move names, values (minimax when
+    present) and counts (None unless ``values``) and child ids."""
+    order = "FROM moves ORDER BY position_id, move"
+    pids, child = sql_int_columns(conn, f"SELECT position_id, child_id {order}",
+                                  ["position_id", "child_id"])
+    text = conn.execute(f"SELECT group_concat(move, ' ') FROM (SELECT move {order})"
+                        ).fetchone()[0] or ""
+    coded = _move_codes(text, len(pids)) if len(pids) else (np.empty(0, np.int32), [])
+    del text
+    if coded is not None:
+        ranks, names = coded
+        same = pids[1:] == pids[:-1]
+        if np.all((pids[1:] > pids[:-1]) | (same & (ranks[1:] > ranks[:-1]))):
+            value = count = None
+            if values:
+                value, count = sql_int_columns(
+                    conn, f"SELECT coalesce(minimax_value, value) AS v, count {order}",
+                    ["v", "count"])
+            return pids, ranks, names, value, count, child
+    del pids, child
+    # Unusual move text: one Python tuple per row.
+    rows = conn.execute("SELECT position_id, move, coalesce(minimax_value, value), count, "
+                        f"child_id {order}").fetchall()
+    names = sorted({row[1] for row in rows})
+    rank = {name: i for i, name in enumerate(names)}
+
+    def column(i: int) -> np.ndarray:
+        return np.array([NULL if r[i] is None else int(r[i]) for r in rows], dtype=np.int64)
+
+    pids = column(0)
+    ranks = np.array([rank[r[1]] for r in rows], dtype=np.int32)
+    order_ = np.lexsort((ranks, pids))
+    value, count = (column(2)[order_], column(3)[order_]) if values else (None, None)
+    return pids[order_], ranks[order_], names, value, count, column(4)[order_]
+
+
+class BookIndex:
+    """Positions with their book moves and child links, read once from the book
+    into numpy columns.
+
+    Positions are rows ``0..N-1`` in id order (``ids``); their moves are edges
+    in CSR form (the edges of row ``r`` are ``indptr[r]:indptr[r + 1]``,
+    ordered by move), with the move as an index into the sorted
+    ``move_names``, the value (``minimax_value`` when present, else
+    ``value``; :data:`NULL` for none), the count and the child row (-1 when
+    the child is not in the book). Moves without a stored child link
+    (imported books) get their child by playing the move and finding the
+    position by its zobrist key, confirmed by the exact position; nothing is
+    written.
+
+    ``sfen``, ``ply``, ``visits``, ``minimax`` and ``edges`` are read-only
+    mappings by position id (``sfen`` reads the book, which must still be
+    open).
     """
 
-    def __init__(self) -> None:
-        self.sfen: dict[int, str] = {}
-        self.ply: dict[int, int | None] = {}
-        self.visits: dict[int, int | None] = {}
-        self.minimax: dict[int, int] = {}       # positions.minimax_value when not NULL
-        self.edges: dict[int, list[BookEdge]] = {}
+    def __init__(self, conn: sqlite3.Connection, ids: np.ndarray, ply: np.ndarray,
+                 visits: np.ndarray, minimax: np.ndarray, indptr: np.ndarray,
+                 move_names: list[str], edge_move: np.ndarray, edge_value: np.ndarray | None,
+                 edge_count: np.ndarray | None, edge_child: np.ndarray,
+                 edge_linked: np.ndarray,
+                 start: int) -> None:
+        self.ids = ids
+        self.ply_column = ply
+        self.visits_column = visits
+        self.minimax_column = minimax
+        self.indptr = indptr
+        self.move_names = move_names
+        self.edge_move = edge_move
+        self.edge_value = edge_value
+        self.edge_count = edge_count
+        self.edge_child = edge_child
+        self.edge_linked = edge_linked      # the moves row has its child_id stored
+        self.start = start                  # row of the initial position, -1 if absent
+        self.degree = np.diff(indptr)       # moves per row
+        self.has_moves = self.degree > 0
+        self.sfen: Mapping[int, str] = _SfenLookup(self, conn)
+        self.ply: Mapping[int, int | None] = _ColumnLookup(self, ply)
+        self.visits: Mapping[int, int | None] = _ColumnLookup(self, visits)
+        self.minimax: Mapping[int, int] = _ColumnLookup(self, minimax, skip_null=True)
+        self.edges: Mapping[int, list[BookEdge]] = _EdgeLookup(self)
 
     @classmethod
-    def load(cls, book: Book) -> BookIndex:
-        index = cls()
+    def load(cls, book: Book, values: bool = True, workers: int = 1) -> BookIndex:
+        """Read the index from ``book`` (in one read transaction). ``values`` False
+        leaves the move values and counts out (``edge_value`` and ``edge_count`` are
+        None): enough for :meth:`shortest_tree`, :meth:`roots` and :meth:`leaves`.
+        ``workers`` > 1 plays the unlinked moves of large books on that many forked
+        processes."""
         conn = book.conn
-        for pid, sfen, ply, visits, minimax in conn.execute(
-                "SELECT id, sfen, ply, visits, minimax_value FROM positions"):
-            index.sfen[pid] = sfen
-            index.ply[pid] = ply
-            index.visits[pid] = visits
-            if minimax is not None:
-                index.minimax[pid] = minimax
-        unlinked: list[tuple[int, str, int | None, int]] = []
-        for pid, move, value, minimax, count, child in conn.execute(
-                "SELECT position_id, move, value, minimax_value, count, child_id FROM moves"):
-            edge_value = minimax if minimax is not None else value
-            if child is None:
-                unlinked.append((pid, move, edge_value, count))
-                continue
-            index.edges.setdefault(pid, []).append(BookEdge(move, edge_value, count, child))
-        if unlinked:
-            by_sfen = {sfen: pid for pid, sfen in index.sfen.items()}
-            board = cshogi.Board()
-            current = None
-            for pid, move, edge_value, count in sorted(unlinked):
-                if pid != current:
-                    board.set_sfen(f"{index.sfen[pid]} 1")
-                    current = pid
-                child = None
-                usi_move = board.move_from_usi(move)
-                if usi_move and board.is_legal(usi_move):
-                    board.push(usi_move)
-                    child = by_sfen.get(board_key(board))
-                    board.pop()
-                index.edges.setdefault(pid, []).append(BookEdge(move, edge_value, count, child))
+        own = not conn.in_transaction
+        if own:  # one snapshot of the book for all the queries
+            conn.execute("BEGIN")
+        try:
+            return cls._load(conn, values, workers)
+        finally:
+            if own and conn.in_transaction:
+                conn.execute("COMMIT")
+
+    @classmethod
+    def _load(cls, conn: sqlite3.Connection, values: bool, workers: int) -> BookIndex:
+        ids, ply, visits, minimax = sql_int_columns(
+            conn, "SELECT id, ply, visits, minimax_value FROM positions ORDER BY id",
+            ["id", "ply", "visits", "minimax_value"])
+        if np.any(ids[1:] <= ids[:-1]):
+            order = np.argsort(ids, kind="stable")
+            ids, ply, visits, minimax = ids[order], ply[order], visits[order], minimax[order]
+        pids, move, names, value, count, child_ids = _load_moves(conn, values)
+        rows, known = find_rows(ids, pids)
+        del pids
+        if not known.all():  # moves of positions missing from the book: ignored
+            rows, move, child_ids = rows[known], move[known], child_ids[known]
+            if value is not None and count is not None:
+                value, count = value[known], count[known]
+        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(ids)), out=indptr[1:])
+        linked = child_ids != NULL
+        child = np.full(len(child_ids), -1, dtype=np.int32)
+        found, inside = find_rows(ids, child_ids[linked])
+        child[np.flatnonzero(linked)[inside]] = found[inside]
+        del child_ids, found, inside
+        start = conn.execute("SELECT id FROM positions WHERE sfen = ?",
+                             (STARTPOS_SFEN,)).fetchone()
+        start_row = int(find_rows(ids, np.array([start[0]]))[0][0]) if start else -1
+        index = cls(conn, ids, ply, visits, minimax, indptr, names, move, value, count,
+                    child, linked, start_row)
+        if not linked.all():
+            _resolve_children(conn, index, rows, workers)
         return index
+
+    # -- lookups ------------------------------------------------------------
+
+    def row(self, pid: int) -> int | None:
+        """The row of position ``pid``, None if it is not in the book."""
+        rows, found = find_rows(self.ids, np.array([pid], dtype=np.int64))
+        return int(rows[0]) if found[0] else None
+
+    def rows(self, pids: np.ndarray) -> np.ndarray:
+        """Rows of the positions ``pids`` (all in the book)."""
+        return find_rows(self.ids, pids)[0]
+
+    def _values(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.edge_value is None or self.edge_count is None:
+            raise ValueError("BookIndex loaded without values")
+        return self.edge_value, self.edge_count
+
+    def _edge_objects(self, row: int) -> list[BookEdge]:
+        edge_value, edge_count = self._values()
+        edges = []
+        for e in range(int(self.indptr[row]), int(self.indptr[row + 1])):
+            value = int(edge_value[e])
+            child = int(self.edge_child[e])
+            edges.append(BookEdge(self.move_names[self.edge_move[e]],
+                                  None if value == NULL else value, int(edge_count[e]),
+                                  None if child < 0 else int(self.ids[child])))
+        return edges
+
+    def with_moves_rows(self) -> np.ndarray:
+        """Rows with book moves, shallow first (unknown ply last), then by id."""
+        rows = np.flatnonzero(self.has_moves)
+        ply = self.ply_column[rows]
+        unknown = ply == NULL
+        return rows[np.lexsort((rows, np.where(unknown, 0, ply), unknown))]
 
     def with_moves(self) -> list[int]:
         """Positions with book moves, shallow first (unknown ply last), then by id."""
-        return sorted(self.edges, key=lambda pid: (self.ply[pid] is None, self.ply[pid] or 0,
-                                                   pid))
+        return self.ids[self.with_moves_rows()].tolist()
 
     def book_score(self, pid: int) -> int | None:
         """The book's value for the side to move: minimax when present, else the best move's."""
-        if pid in self.minimax:
-            return self.minimax[pid]
-        values = [e.value for e in self.edges.get(pid, ()) if e.value is not None]
-        return max(values) if values else None
+        row = self.row(pid)
+        if row is None:
+            return None
+        if self.minimax_column[row] != NULL:
+            return int(self.minimax_column[row])
+        values = self._values()[0][self.indptr[row]:self.indptr[row + 1]]
+        values = values[values != NULL]
+        return int(values.max()) if len(values) else None
 
     def best_edge(self, pid: int) -> BookEdge | None:
-        edges = [e for e in self.edges.get(pid, ()) if e.value is not None]
+        row = self.row(pid)
+        edges = [e for e in self._edge_objects(row) if e.value is not None] if row is not None \
+            else []
         if not edges:
             return None
         return max(edges, key=lambda e: (e.value, e.count, e.move))
 
+    def _edge_sources(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.ids), dtype=np.int32), np.diff(self.indptr))
+
+    def best_values(self) -> np.ndarray:
+        """Each row's best move value (:data:`NULL` when it has no move with a value)."""
+        best = np.full(len(self.ids), NULL, dtype=np.int64)
+        rows = np.flatnonzero(self.has_moves)
+        if len(rows):  # NULL is the smallest int64: max() skips it
+            best[rows] = np.maximum.reduceat(self._values()[0], self.indptr[rows])
+        return best
+
+    def root_rows(self) -> np.ndarray:
+        """Rows of :meth:`roots`."""
+        reached = np.zeros(len(self.ids), dtype=bool)
+        reached[self.edge_child[self.edge_child >= 0]] = True
+        rows = self.with_moves_rows()
+        roots = rows[~reached[rows]]
+        if self.start >= 0 and self.has_moves[self.start] and reached[self.start]:
+            roots = np.concatenate([[self.start], roots])
+        return roots
+
     def roots(self) -> list[int]:
         """The initial position (if in the book) and the positions with moves that no
         book move leads to."""
-        reached = {e.child for edges in self.edges.values() for e in edges}
-        roots = [pid for pid in self.with_moves() if pid not in reached]
-        start = next((pid for pid, sfen in self.sfen.items() if sfen == STARTPOS_SFEN), None)
-        if start is not None and start in self.edges and start not in roots:
-            roots.insert(0, start)
-        return roots
+        return self.ids[self.root_rows()].tolist()
+
+    def leaf_rows(self) -> np.ndarray:
+        """Rows of :meth:`leaves`."""
+        inner = self.edge_child >= 0
+        inner[inner] = self.has_moves[self.edge_child[inner]]
+        has_inner = np.zeros(len(self.ids), dtype=bool)
+        has_inner[self._edge_sources()[inner]] = True
+        rows = self.with_moves_rows()
+        return rows[~has_inner[rows]]
 
     def leaves(self) -> list[int]:
-        return [pid for pid in self.with_moves()
-                if not any(e.child in self.edges for e in self.edges[pid])]
+        """Positions with moves none of whose moves leads to a position with moves."""
+        return self.ids[self.leaf_rows()].tolist()
+
+    def principal_rows(self, margin: int) -> np.ndarray:
+        """Rows of :meth:`principal`."""
+        roots = self.root_rows()
+        seen = np.zeros(len(self.ids), dtype=bool)
+        seen[roots] = True
+        best = self.best_values()
+        levels = [roots]
+        frontier = roots
+        while len(frontier):
+            edges = _ranges(self.indptr[frontier], self.indptr[frontier + 1])
+            owner = np.repeat(np.arange(len(frontier)), self.degree[frontier])
+            # A node's edges in the book's order: linked moves, then the others.
+            order = np.argsort(owner * 2 + ~self.edge_linked[edges], kind="stable")
+            edges, owner = edges[order], owner[order]
+            top = best[frontier][owner]
+            value = self._values()[0][edges]
+            child = self.edge_child[edges]
+            follow = (top == NULL) | ((value != NULL) & (value >= top - margin))
+            follow &= child >= 0
+            follow[follow] = self.has_moves[child[follow]] & ~seen[child[follow]]
+            child = child[follow]
+            _unique, first = np.unique(child, return_index=True)
+            frontier = child[np.sort(first)]
+            seen[frontier] = True
+            levels.append(frontier)
+        return np.concatenate(levels)
 
     def principal(self, margin: int) -> list[int]:
         """Breadth first from the roots along every move within ``margin`` of the best."""
-        roots = self.roots()
-        seen = set(roots)
-        order: list[int] = []
-        queue = deque(roots)
-        while queue:
-            pid = queue.popleft()
-            order.append(pid)
-            edges = self.edges[pid]
-            values = [e.value for e in edges if e.value is not None]
-            best = max(values) if values else None
-            for edge in edges:
-                if best is not None and (edge.value is None or edge.value < best - margin):
-                    continue
-                if edge.child in self.edges and edge.child not in seen:
-                    seen.add(edge.child)
-                    queue.append(edge.child)
-        return order
+        return self.ids[self.principal_rows(margin)].tolist()
 
-    def paths_from_start(self) -> dict[int, list[str]]:
+    def shortest_tree(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The shortest book lines from the initial position, as a tree over rows:
+        (parent row, move index into ``move_names``, depth), -1 where a row is not
+        reached. Breadth first; at equal depth the first parent, in order, with the
+        first move by name wins."""
+        n = len(self.ids)
+        parent = np.full(n, -1, dtype=np.int32)
+        move = np.full(n, -1, dtype=np.int32)
+        depth = np.full(n, -1, dtype=np.int32)
+        if self.start < 0:
+            return parent, move, depth
+        depth[self.start] = 0
+        frontier = np.array([self.start], dtype=np.int64)
+        level = 0
+        while len(frontier):
+            edges = _ranges(self.indptr[frontier], self.indptr[frontier + 1])
+            child = self.edge_child[edges]
+            new = child >= 0
+            new[new] = depth[child[new]] < 0
+            edges, child = edges[new], child[new]
+            _unique, first = np.unique(child, return_index=True)
+            first.sort()
+            edges, frontier = edges[first], child[first].astype(np.int64)
+            level += 1
+            parent[frontier] = np.searchsorted(self.indptr, edges, side="right") - 1
+            move[frontier] = self.edge_move[edges]
+            depth[frontier] = level
+        return parent, move, depth
+
+    def paths_from_start(self) -> Mapping[int, list[str]]:
         """The shortest book line (USI moves) from the initial position to each position
-        reachable from it."""
-        start = next((pid for pid, sfen in self.sfen.items() if sfen == STARTPOS_SFEN), None)
-        if start is None:
-            return {}
-        parent: dict[int, tuple[int, str] | None] = {start: None}
-        queue = deque([start])
-        while queue:
-            pid = queue.popleft()
-            for edge in sorted(self.edges.get(pid, ()), key=lambda e: e.move):
-                if edge.child is not None and edge.child not in parent:
-                    parent[edge.child] = (pid, edge.move)
-                    queue.append(edge.child)
-        paths: dict[int, list[str]] = {}
-        for pid in parent:
-            line: list[str] = []
-            step = parent[pid]
-            while step is not None:
-                line.append(step[1])
-                step = parent[step[0]]
-            paths[pid] = line[::-1]
-        return paths
+        reachable from it (a read-only mapping by position id)."""
+        return _PathLookup(self, *self.shortest_tree())
+
+
+class _RowMapping(Mapping):
+    """A read-only mapping by position id over some rows of a BookIndex."""
+
+    def __init__(self, index: BookIndex) -> None:
+        self._index = index
+
+    def _row(self, pid: Any) -> int:
+        row = self._index.row(pid) if isinstance(pid, (int, np.integer)) else None
+        if row is None or not self._has(row):
+            raise KeyError(pid)
+        return row
+
+    def _has(self, row: int) -> bool:
+        return True
+
+    def _rows(self) -> np.ndarray:
+        return np.arange(len(self._index.ids))
+
+    def __contains__(self, pid: object) -> bool:
+        try:
+            self._row(pid)
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._index.ids[self._rows()].tolist())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+
+class _ColumnLookup(_RowMapping):
+    def __init__(self, index: BookIndex, column: np.ndarray, skip_null: bool = False) -> None:
+        super().__init__(index)
+        self._column = column
+        self._skip_null = skip_null
+
+    def _has(self, row: int) -> bool:
+        return not self._skip_null or self._column[row] != NULL
+
+    def _rows(self) -> np.ndarray:
+        if self._skip_null:
+            return np.flatnonzero(self._column != NULL)
+        return super()._rows()
+
+    def __getitem__(self, pid: int) -> int | None:
+        value = int(self._column[self._row(pid)])
+        return None if value == NULL else value
+
+
+class _SfenLookup(_RowMapping):
+    def __init__(self, index: BookIndex, conn: sqlite3.Connection) -> None:
+        super().__init__(index)
+        self._conn = conn
+
+    def __getitem__(self, pid: int) -> str:
+        self._row(pid)
+        return self._conn.execute("SELECT sfen FROM positions WHERE id = ?",
+                                  (int(pid),)).fetchone()[0]
+
+
+class _EdgeLookup(_RowMapping):
+    def _has(self, row: int) -> bool:
+        return bool(self._index.has_moves[row])
+
+    def _rows(self) -> np.ndarray:
+        return np.flatnonzero(self._index.has_moves)
+
+    def __getitem__(self, pid: int) -> list[BookEdge]:
+        return self._index._edge_objects(self._row(pid))
+
+
+class _PathLookup(_RowMapping):
+    def __init__(self, index: BookIndex, parent: np.ndarray, move: np.ndarray,
+                 depth: np.ndarray) -> None:
+        super().__init__(index)
+        self._parent, self._move, self._depth = parent, move, depth
+
+    def _has(self, row: int) -> bool:
+        return bool(self._depth[row] >= 0)
+
+    def _rows(self) -> np.ndarray:
+        return np.flatnonzero(self._depth >= 0)
+
+    def __getitem__(self, pid: int) -> list[str]:
+        row = self._row(pid)
+        line = []
+        while self._parent[row] >= 0:
+            line.append(self._index.move_names[self._move[row]])
+            row = int(self._parent[row])
+        return line[::-1]
+
+
+_RESOLVE_BLOCK = 1 << 14     # positions per block (task) of child resolution
+_PARALLEL_MIN_POSITIONS = 50_000  # fewer: not worth starting worker processes
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+
+
+def parallel_map(function: Callable[[Any], Any], tasks: Iterable[Any], workers: int
+                 ) -> Iterator[Any]:
+    """``map(function, tasks)``, in order; on ``workers`` forked processes (which
+    inherit this one's memory) when more than one. ``tasks`` is consumed by a
+    thread of this process."""
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(function, tasks)
+        return
+    # fork: spawn and forkserver re-import __main__ (see bookgen.formats.parallel)
+    with multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts
+                                                  ) as pool:
+        yield from pool.imap(function, tasks)
+
+
+_resolving: dict[str, Any] = {}  # what _resolve_block needs; forked workers inherit it
+
+
+def _resolve_block(task: tuple[int, list[str]]) -> tuple[bytes, bytes, bytes, bytes]:
+    """Play the unlinked moves of the positions ``block:block + len(sfens)`` (of those
+    with unlinked moves): their HuffmanCodedPos, and the moves whose child's key may
+    be in the book (edge, zobrist key, HuffmanCodedPos of the child)."""
+    block, sfens = task
+    first, stops = _resolving["first"], _resolving["stops"]
+    names, present = _resolving["names"], _resolving["present"]
+    lows = first[block:block + len(sfens)].tolist()
+    highs = stops[block:block + len(sfens)].tolist()
+    base = lows[0]
+    moves = [names[m] for m in _resolving["moves"][base:highs[-1]].tolist()]
+    own = np.zeros(len(sfens), dtype=cshogi.HuffmanCodedPos)
+    hit_edge, hit_key, hit_hcp = array("q"), array("Q"), bytearray()
+    scratch = np.zeros(1, dtype=cshogi.HuffmanCodedPos)
+    scratch_bytes = memoryview(scratch).cast("B")
+    board = cshogi.Board()
+    set_sfen, from_usi, is_legal = board.set_sfen, board.move_from_usi, board.is_legal
+    push, pop, key, to_hcp = board.push, board.pop, board.zobrist_hash, board.to_hcp
+    for i, (sfen, lo, hi) in enumerate(zip(sfens, lows, highs)):
+        set_sfen(sfen + " 1")
+        to_hcp(own[i:i + 1])
+        for e in range(lo - base, hi - base):
+            move = from_usi(moves[e])
+            if move and is_legal(move):
+                push(move)
+                z = key()
+                if present[z >> 40]:
+                    to_hcp(scratch)
+                    hit_hcp += scratch_bytes
+                    hit_edge.append(base + e)
+                    hit_key.append(z)
+                pop()
+    return own.tobytes(), hit_edge.tobytes(), hit_key.tobytes(), bytes(hit_hcp)
+
+
+def _resolve_children(conn: sqlite3.Connection, index: BookIndex, edge_rows: np.ndarray,
+                      workers: int = 1) -> None:
+    """Children of the moves without a stored child link: play the move, look the
+    position up by its zobrist key and confirm it by its HuffmanCodedPos (the exact
+    position: board, hands and side to move). Large books on ``workers`` processes."""
+    ids = index.ids
+    n = len(ids)
+    unlinked = np.flatnonzero(~index.edge_linked)
+    rows, first = np.unique(edge_rows[unlinked], return_index=True)
+    stops = np.append(first[1:], len(unlinked))
+    pids, zobrist = sql_int_columns(conn, "SELECT id, zobrist FROM positions ORDER BY id",
+                                    ["id", "zobrist"])
+    if len(pids) != n or np.any(pids != ids):
+        raise RuntimeError("the book changed while it was read")
+    zobrist = zobrist.view(np.uint64)
+    by_key = np.argsort(zobrist, kind="stable")
+    keys = zobrist[by_key]
+    del zobrist, pids
+    # A byte per 2**40 keys: most children outside the book skip the exact check.
+    present = bytearray(1 << 24)
+    np.frombuffer(present, dtype=np.uint8)[keys >> np.uint64(40)] = 1
+    need = np.zeros(n, dtype=bool)
+    need[rows] = True
+    hcp = np.zeros(n, dtype=cshogi.HuffmanCodedPos)   # the rows' exact positions
+
+    def tasks() -> Iterator[tuple[int, list[str]]]:
+        sfens = compress(conn.execute("SELECT sfen FROM positions ORDER BY id"),
+                         need.tolist())
+        for block in range(0, len(rows), _RESOLVE_BLOCK):
+            yield block, [sfen for (sfen,) in islice(sfens, _RESOLVE_BLOCK)]
+
+    _resolving.update(first=first, stops=stops, names=index.move_names, present=present,
+                      moves=index.edge_move[unlinked])
+    parts: list[tuple[bytes, bytes, bytes]] = []
+    try:
+        for block, (own, *part) in zip(
+                range(0, len(rows), _RESOLVE_BLOCK),
+                parallel_map(_resolve_block, tasks(),
+                             workers if len(rows) >= _PARALLEL_MIN_POSITIONS else 1)):
+            hcp[rows[block:block + _RESOLVE_BLOCK]] = np.frombuffer(
+                own, dtype=cshogi.HuffmanCodedPos)
+            parts.append(tuple(part))
+    finally:
+        _resolving.clear()
+    del present
+    # The moves into possible book positions: edge, key, HuffmanCodedPos (4 words).
+    count = sum(len(p[0]) for p in parts) // 8
+    hits = np.empty(count, dtype=np.int64)
+    hit_key = np.empty(count, dtype=np.uint64)
+    hit_words = np.empty((count, 4), dtype=np.uint64)
+    at = 0
+    while parts:
+        edges, hit_keys, hit_hcp = parts.pop(0)
+        size = len(edges) // 8
+        hits[at:at + size] = np.frombuffer(edges, dtype=np.int64)
+        hit_key[at:at + size] = np.frombuffer(hit_keys, dtype=np.uint64)
+        hit_words[at:at + size] = np.frombuffer(hit_hcp, dtype=np.uint64).reshape(-1, 4)
+        at += size
+    by_hit = np.argsort(hit_key)  # sorted needles: a faster search
+    lo = np.empty(len(hits), dtype=np.int64)
+    hi = np.empty(len(hits), dtype=np.int64)
+    lo[by_hit] = np.searchsorted(keys, hit_key[by_hit], side="left")
+    hi[by_hit] = np.searchsorted(keys, hit_key[by_hit], side="right")
+    del hit_key, by_hit
+    # Candidates: every book position with the child's key.
+    candidate_hit = np.repeat(np.arange(len(hits)), hi - lo)
+    candidate_row = by_key[_ranges(lo, hi)]
+    del lo, hi, by_key, keys
+    missing = np.unique(candidate_row[~need[candidate_row]])
+    board = cshogi.Board()
+    for chunk in range(0, len(missing), 500):
+        part = ids[missing[chunk:chunk + 500]].tolist()
+        for pid, sfen in conn.execute(
+                f"SELECT id, sfen FROM positions WHERE id IN ({','.join('?' * len(part))})",
+                part):
+            row = int(find_rows(ids, np.array([pid]))[0][0])
+            board.set_sfen(sfen + " 1")
+            board.to_hcp(hcp[row:row + 1])
+    words = hcp.view(np.uint8).reshape(-1, 32).view(np.uint64)
+    same = np.zeros(len(candidate_row), dtype=bool)
+    for part in range(0, len(same), _RESOLVE_BLOCK):
+        here = slice(part, part + _RESOLVE_BLOCK)
+        same[here] = (words[candidate_row[here]] == hit_words[candidate_hit[here]]).all(axis=1)
+    # Distinct positions have distinct codes: at most one candidate matches.
+    index.edge_child[unlinked[hits[candidate_hit[same]]]] = candidate_row[same]
 
 
 def select_positions(index: BookIndex, select: str = "all", min_visits: int | None = None,
@@ -497,7 +994,9 @@ def select_positions(index: BookIndex, select: str = "all", min_visits: int | No
     if select == "visits":
         if min_visits is None:
             raise BookgenError("--select visits needs --min-visits N")
-        return [pid for pid in index.with_moves() if (index.visits[pid] or 0) >= min_visits]
+        rows = index.with_moves_rows()
+        visits = index.visits_column[rows]
+        return index.ids[rows[np.where(visits == NULL, 0, visits) >= min_visits]].tolist()
     raise BookgenError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
 
 
