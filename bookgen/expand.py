@@ -11,7 +11,6 @@ the same :data:`ExpansionBackend` interface (:class:`bookgen.workers.TaskRunner`
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -108,7 +107,6 @@ _worker_state: dict[str, Any] = {}
 
 
 def _worker_init(spec: str, options: dict[str, Any], settings: ExpansionSettings) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     _worker_state["evaluator"] = make_evaluator(spec, **options)
     _worker_state["settings"] = settings
 

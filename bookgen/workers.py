@@ -3,17 +3,47 @@ model), returning results in completion order. Used by grow, refine search,
 self-play and matches; a worker that dies breaks the pool with an error instead
 of a hang. :class:`LocalRunner` and :class:`PoolRunner` put one task function
 behind the same submit/collect interface, in this process or in a pool.
+
+Workers ignore SIGINT (the terminal sends Ctrl-C to the whole process group;
+the main process decides what to stop) and die with the main process, even
+after ``kill -9`` (:mod:`bookgen.children`); their engines die with them. A
+worker whose parent is gone exits quietly, without a traceback.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any, Generic, Protocol, TypeVar
+
+from bookgen.children import die_with_parent
 
 R = TypeVar("R")
 T = TypeVar("T")
+
+
+class _WorkerProcess(SpawnProcess):
+    """A spawned worker that dies with its parent and never outlives it noisily."""
+
+    def run(self) -> None:
+        parent = self._parent_pid  # type: ignore[attr-defined]
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        die_with_parent(parent)
+        try:
+            super().run()
+        except BaseException:
+            if os.getppid() != parent:
+                os._exit(1)  # the parent died: its pipes broke, nothing to report to
+            raise
+
+
+class _WorkerContext(SpawnContext):
+    # spawn, not fork: a parent that has loaded torch (OpenMP thread pools) or
+    # started engine reader threads is not safe to fork.
+    Process = _WorkerProcess
 
 
 class WorkerPool(Generic[R]):
@@ -23,11 +53,11 @@ class WorkerPool(Generic[R]):
                  initargs: tuple[Any, ...], queued_per_worker: int = 1) -> None:
         self.workers = workers
         self.queued_per_worker = queued_per_worker
-        # spawn, not fork: a parent that has loaded torch (OpenMP thread pools) or
-        # started engine reader threads is not safe to fork.
+        # The processes are started by submit(): call it from the thread that
+        # owns the pool (the main thread), as they die when that thread ends.
         self.executor = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=initializer, initargs=initargs)
+            workers, mp_context=_WorkerContext(), initializer=initializer,
+            initargs=initargs)
         self.futures: set[Future[R]] = set()
 
     def capacity(self) -> int:
@@ -48,10 +78,14 @@ class WorkerPool(Generic[R]):
         self.executor.shutdown(wait=True, cancel_futures=True)
 
     def terminate(self) -> None:
-        """Stop now: kill the workers, abandoning the tasks in flight."""
-        for process in list(getattr(self.executor, "_processes", {}).values()):
-            process.terminate()
+        """Stop now: kill the workers (their engines die with them), abandoning
+        the tasks in flight."""
+        for future in self.futures:
+            future.cancel()
+        for process in list((getattr(self.executor, "_processes", None) or {}).values()):
+            process.kill()
         self.executor.shutdown(wait=True, cancel_futures=True)
+        self.futures = set()
 
 
 class TaskRunner(Protocol[T, R]):
@@ -83,8 +117,10 @@ class LocalRunner(Generic[T, R]):
         return [self.function(self.queue.pop(0))]
 
     def close(self) -> None:
-        if self.on_close is not None:
-            self.on_close()
+        self.queue.clear()
+        on_close, self.on_close = self.on_close, None
+        if on_close is not None:
+            on_close()
 
     def terminate(self) -> None:
         self.close()

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import cshogi
 import numpy as np
 
+from bookgen.children import pool_worker_init
 from bookgen.store import REFINE_MINIMAX_COMMAND, TRANSPOSITION_ROW_SQL, Book
 from bookgen.values import MATE_VALUE
 
@@ -149,7 +150,8 @@ def _start_children(count: int, workers: int) -> Callable[..., tuple[np.ndarray,
 
     if workers > 1 and count >= _PARALLEL_MIN_NODES and \
             "fork" in multiprocessing.get_all_start_methods():
-        pool = multiprocessing.get_context("fork").Pool(workers)
+        pool = multiprocessing.get_context("fork").Pool(
+            workers, initializer=pool_worker_init, initargs=(os.getpid(),))
         pending = pool.map_async(_children, spans, chunksize=4)
 
         def wait(cancel: bool = False) -> tuple[np.ndarray, ...]:
