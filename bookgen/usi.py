@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shlex
 import signal
 import subprocess
@@ -40,13 +41,15 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bookgen.children import engine_preexec
 from bookgen.errors import BookgenError
 from bookgen.values import MATE_VALUE
 
 __all__ = [
     "DEFAULT_MATE_CP_THRESHOLD", "EngineCrashed", "EngineStartError", "EngineTimeout",
     "InfoLine", "SearchResult", "UsiEngine", "UsiError", "UsiOption", "UsiOptionError",
-    "parse_bestmove", "parse_info", "parse_option",
+    "decode_output", "default_search_timeout", "parse_bestmove", "parse_info", "parse_option",
+    "printable",
 ]
 
 DEFAULT_MATE_CP_THRESHOLD = 100_000
@@ -329,6 +332,10 @@ class SearchResult:
         """The infos in multipv order."""
         return [self.infos[k] for k in sorted(self.infos)]
 
+    def tail(self, lines: int = 3) -> str:
+        """The last lines received, fit to quote in a message (see :func:`printable`)."""
+        return printable("\n".join(self.lines[-lines:])) or "nothing"
+
 
 # --------------------------------------------------------------------------
 # the engine process
@@ -353,7 +360,7 @@ class _RingBuffer:
 
     def text(self) -> str:
         with self._lock:
-            return self._data.decode("utf-8", errors="replace")
+            return decode_output(bytes(self._data))
 
 
 def _drain_stderr(stream, buffer: _RingBuffer) -> None:
@@ -373,11 +380,30 @@ def _read_stdout(stream, lines: queue.Queue) -> None:
             raw = stream.readline(_STDOUT_LINE_LIMIT)
             if not raw:
                 break
-            lines.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            lines.put(decode_output(raw).rstrip("\r\n"))
     except (OSError, ValueError):
         pass
     finally:
         lines.put(_EOF)
+
+
+def decode_output(raw: bytes) -> str:
+    """Engine output as text: bytes that are not UTF-8 become ``\\xNN`` escapes."""
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """Engine output made fit to quote in a one-line message: line breaks shown
+    as `` | ``, other control characters escaped (``\\x1b``), only the last
+    ``limit`` characters kept."""
+    lines = [line.strip() for line in text.splitlines()]
+    joined = " | ".join(line for line in lines if line)
+    escaped = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                           else f"\\u{ord(m.group()):04x}", joined)
+    return escaped if len(escaped) <= limit else "..." + escaped[-limit:]
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -391,6 +417,37 @@ def _kill(proc: subprocess.Popen) -> None:
             proc.kill()
         except OSError:
             pass
+
+
+SLOW_NPS = 10_000
+"""Nodes per second assumed by default timeouts: 50,000 (a slow engine) / 5 (safety)."""
+
+
+def default_search_timeout(nodes: int | None = None, depth: int | None = None,
+                           time_ms: int | None = None) -> float | None:
+    """Seconds to wait for ``bestmove`` when the caller gives no timeout.
+
+    - a time limit (byoyomi, movetime, or the clock): the time plus a margin,
+      ``1.5 x time + 10 s`` (gpsusi rounds byoyomi up to whole seconds);
+    - ``nodes``: ``10 s + nodes / 10,000`` s, a search at 50,000 nodes per
+      second (a slow engine) with a safety factor of 5: 20 s for 100,000
+      nodes, 110 s for a million;
+    - ``depth``: ``10 s + 2 ** (depth / 2) / 16`` s. The effort of an
+      alpha-beta search about doubles every two plies (fairy-stockfish on one
+      thread of a slow CPU: 3.6 s at depth 16, 12 s at 20, 25-52 s at 22);
+      this is 3-7x that: 26 s at depth 16, 74 s at 20, 138 s at 22.
+
+    With several limits the engine stops at the first one reached: the
+    smallest wait applies. None without any limit.
+    """
+    waits = []
+    if time_ms:
+        waits.append(time_ms / 1000 * 1.5 + 10.0)
+    if nodes is not None:
+        waits.append(10.0 + nodes / SLOW_NPS)
+    if depth is not None:
+        waits.append(10.0 + 2 ** (min(depth, 60) / 2) / 16)
+    return min(waits) if waits else None
 
 
 def _describe_returncode(code: int | None) -> str:
@@ -411,10 +468,14 @@ class UsiEngine:
     engine, performs the ``usi`` handshake, applies ``options`` and waits for
     ``readyok``. Timeouts are in seconds: ``startup_timeout`` for ``usiok``,
     ``ready_timeout`` for ``readyok``, ``search_timeout`` for a ``go``
-    without a time limit (nodes, depth); a time-limited ``go`` waits for its
-    time plus a margin, then sends ``stop`` and waits ``stop_grace`` more
-    before killing the engine. ``quit_grace`` is how long :meth:`close`
-    waits after ``quit`` before killing the process.
+    without any limit; a ``go`` waits for :func:`default_search_timeout` of
+    its limits (unless given a timeout), then sends ``stop`` and waits
+    ``stop_grace`` more before killing the engine. ``quit_grace`` is how long
+    :meth:`close` waits after ``quit`` before killing the process.
+
+    The engine runs in its own session (the terminal's Ctrl-C does not reach
+    it) and, on Linux, dies with this process (:mod:`bookgen.children`) when
+    started from the main thread.
     """
 
     def __init__(self, command: str, options: Mapping[str, object] | None = None, *,
@@ -472,7 +533,9 @@ class UsiEngine:
             proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, cwd=self.cwd, env=self.env,
-                start_new_session=True)
+                # Its own session: the terminal's Ctrl-C reaches bookgen, which decides.
+                # It dies with this process all the same (kill -9 included).
+                start_new_session=True, preexec_fn=engine_preexec())
         except OSError as exc:
             raise EngineStartError(f"cannot start engine {self.command!r}: {exc}") from exc
         self._proc = proc
@@ -512,7 +575,7 @@ class UsiEngine:
             if tokens[0] == "usiok":
                 return
             if tokens[0] == "id" and len(tokens) >= 2:
-                value = " ".join(tokens[2:])
+                value = printable(" ".join(tokens[2:]), 200)
                 if tokens[1] == "name":
                     self.name = value
                 elif tokens[1] == "author":
@@ -559,22 +622,21 @@ class UsiEngine:
                     thread.join(timeout=1.0)
         tail = self.stderr_tail(1500).strip()
         if self._stopped_by_us:
-            message = f"{self._label()} is not running ({self._stopped_by_us}; call restart())"
+            message = f"{self._label()} is not running ({self._stopped_by_us})"
         else:
             message = (f"{self._label()} stopped ({_describe_returncode(code)}, stdout closed) "
                        f"while waiting for {waiting_for}")
         if tail:
-            message += f"; stderr tail: {tail[-600:]}"
+            message += f"; stderr tail: {printable(tail, 600)}"
         return EngineCrashed(message, returncode=code, stderr_tail=tail)
 
     def _timed_out(self, waiting_for: str, timeout: float, note: str = "") -> EngineTimeout:
         """Kill the engine (its state is unknown) and describe the timeout."""
         self._shutdown(grace=0.0, reason=f"killed after no {waiting_for} in {timeout:.1f} s")
         tail = self.stderr_tail(600).strip()
-        message = (f"{self._label()} gave no {waiting_for} within {timeout:.1f} s{note} "
-                   "(killed; restart() to continue)")
+        message = f"{self._label()} gave no {waiting_for} within {timeout:.1f} s{note}; killed it"
         if tail:
-            message += f"; stderr tail: {tail[-300:]}"
+            message += f"; stderr tail: {printable(tail, 300)}"
         return EngineTimeout(message)
 
     def _next_line(self, deadline: float, waiting_for: str) -> str:
@@ -700,8 +762,8 @@ class UsiEngine:
            timeout: float | None = None) -> SearchResult:
         """Search and wait for ``bestmove``. Times are in milliseconds.
 
-        ``timeout`` (seconds) defaults to the time limit plus a margin, or
-        ``search_timeout`` without one. On timeout the engine is sent
+        ``timeout`` (seconds) defaults to :func:`default_search_timeout` of
+        the limits, or ``search_timeout`` without any. On timeout the engine is sent
         ``stop``; if it does not answer within ``stop_grace`` it is killed.
         Either way :class:`EngineTimeout` is raised.
         """
@@ -710,8 +772,9 @@ class UsiEngine:
         if timeout is None:
             budget_ms = max(movetime or 0, max(btime or 0, wtime or 0) + max(binc or 0, winc or 0)
                             + (byoyomi or 0))
-            # gpsusi rounds byoyomi up to whole seconds: the margin covers it.
-            timeout = budget_ms / 1000 * 1.5 + 10.0 if budget_ms else self.search_timeout
+            timeout = default_search_timeout(nodes=nodes, depth=depth, time_ms=budget_ms or None)
+            if timeout is None:
+                timeout = self.search_timeout
         self._start_search(limits)
         return self.wait_bestmove(timeout)
 

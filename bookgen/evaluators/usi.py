@@ -35,7 +35,8 @@ import cshogi
 
 from bookgen.errors import BookgenError
 from bookgen.evaluators.base import Evaluation, EvaluatorBase, EvaluatorError
-from bookgen.usi import InfoLine, SearchResult, UsiEngine, UsiError, UsiOptionError
+from bookgen.usi import (InfoLine, SearchResult, UsiEngine, UsiError, UsiOptionError,
+                         printable)
 from bookgen.values import cp_to_value
 
 __all__ = ["UsiEvaluator", "parse_options"]
@@ -183,9 +184,9 @@ class UsiEvaluator(EvaluatorBase):
         self.searches += 1
         if result.bestmove is None and not (result.resign or result.win):
             raise _BadOutput(f"no bestmove in the engine's answer "
-                             f"(last lines: {result.lines[-3:]!r})")
+                             f"(last lines: {result.tail()})")
         if result.bestmove is not None and result.bestmove not in legal:
-            raise _BadOutput(f"illegal bestmove {result.bestmove!r}")
+            raise _BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
         return result
 
     def _analyse(self, sfen: str, legal_list: list[str]) -> Evaluation:
@@ -222,7 +223,8 @@ class UsiEvaluator(EvaluatorBase):
                 continue
             move = info.pv[0]
             if move not in legal:
-                raise _BadOutput(f"illegal move {move!r} in PV {info.multipv}: {info.raw!r}")
+                raise _BadOutput(f"illegal move '{printable(move, 40)}' in PV {info.multipv}: "
+                                 f"{printable(info.raw)}")
             if move not in seen:
                 seen.add(move)
                 lines.append((move, info))
