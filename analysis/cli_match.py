@@ -6,7 +6,7 @@ import json
 
 import click
 
-from bookgen.cli_support import reports_errors
+from bookgen.cli_support import exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
 
 
@@ -69,8 +69,9 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
               help="Lag allowed past the clock before a time forfeit: over the game "
                    "with --time/--inc, per move in byoyomi (gpsusi rounds byoyomi up "
                    "to whole seconds).")
-@click.option("--engine-timeout", type=float, default=60.0, show_default=True,
-              metavar="SECONDS", help="Longest wait for a move under --nodes.")
+@click.option("--engine-timeout", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+              help="Longest wait for a move under --nodes [default: 10 s + nodes / 10,000 s, "
+                   "e.g. 20 s for 100,000 nodes].")
 @click.option("--concurrency", type=int, default=1, show_default=True,
               help="Games played at once (one worker process each).")
 @click.option("--max-ply", type=int, default=320, show_default=True,
@@ -101,7 +102,7 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
 def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: tuple[str, ...],
                   openings: str, games: int | None, rounds: int | None, fmt: str | None,
                   byoyomi: int | None, main_time: int | None, inc: int | None,
-                  nodes: int | None, margin: int, engine_timeout: float, concurrency: int,
+                  nodes: int | None, margin: int, engine_timeout: float | None, concurrency: int,
                   max_ply: int, resign: int | None, resign_moves: int, declaration_rule: str,
                   results: str, pgn: str | None, csa_dir: str | None, seed: int | None,
                   sprt: str | None, sprt_alpha: float, sprt_beta: float, sprt_model: str,
@@ -137,6 +138,8 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
                         stop_when=stop_when, progress=not quiet)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
+        exit_if_interrupted(summary.interrupted, "rerun the same command to play the "
+                                                 "missing games")
         return
     click.echo(f"{summary.results}: match {summary.match_id}: {summary.played} games played "
                f"({summary.previously_played} of {summary.scheduled} were already there) in "
@@ -149,7 +152,10 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
     if summary.stopped_by:
         click.echo(f"  stopped: {summary.stopped_by}")
     if summary.interrupted:
-        click.echo("  interrupted: rerun the same command to play the missing games")
+        from bookgen.runcontrol import in_flight
+
+        click.echo(f"  interrupted: {in_flight(summary.dropped, 'game')}")
+    exit_if_interrupted(summary.interrupted, "rerun the same command to play the missing games")
 
 
 def _sprt_stopper(text: str, players: list, alpha: float, beta: float, model: str):

@@ -15,8 +15,9 @@ or "time forfeit" under a clock) and is restarted for its next game.
 Every finished game is written to the results file at once (its own
 transaction; see :mod:`analysis.results`), and optionally appended to a PGN
 file (sente as "White") and written as a CSA record. Rerunning the same
-command plays only the games the results file lacks. Ctrl-C stops starting
-games; the games in flight finish and are written.
+command plays only the games the results file lacks. Ctrl-C stops at once:
+the games in flight are dropped (their engines killed), the match is marked
+``interrupted``, and a rerun plays them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import atexit
 import hashlib
 import random
 import re
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -43,7 +43,7 @@ from analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.errors import BookgenError
 from bookgen.progress import progress_bar
 from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
-from bookgen.runcontrol import stop_on_interrupt
+from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
 from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSummary", "play_game", "read_openings",
@@ -193,7 +193,6 @@ _worker: tuple[_Players, MatchSettings] | None = None
 
 def _worker_init(specs: dict[str, PlayerSpec], settings: MatchSettings) -> None:
     global _worker
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     players = _Players(specs)
     _worker = (players, settings)
     atexit.register(players.close)
@@ -224,6 +223,7 @@ class MatchSummary:
     engine_seconds: float = 0.0
     game_seconds: float = 0.0
     interrupted: bool = False
+    dropped: int = 0               # games in flight abandoned at Ctrl-C
     stopped_by: str | None = None
 
     @property
@@ -315,7 +315,7 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
     key_settings = {
         "players": [[s.name, s.spec, sorted(s.options)] for s in specs.values()],
         "format": fmt, "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
-        "seed": seed, "control": asdict(control), "max_ply": max_ply, "resign": resign,
+        "seed": seed, "control": _control_key(control), "max_ply": max_ply, "resign": resign,
         "resign_moves": resign_moves, "declaration_rule": declaration_rule}
     key = match_key(key_settings)
     csa_path = Path(csa_dir) if csa_dir is not None else None
@@ -371,6 +371,16 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
     return summary
 
 
+def _control_key(control: TimeControl) -> dict[str, Any]:
+    """The time control as the match key has it. ``engine_timeout`` is only a
+    guard; its default appears as the 60 s it was before it scaled with
+    ``nodes``, so that matches begun then still resume."""
+    key = asdict(control)
+    if key["engine_timeout"] is None:
+        key["engine_timeout"] = 60.0
+    return key
+
+
 def _check_control(control: TimeControl) -> None:
     if control.nodes is not None:
         if control.byoyomi or control.time or control.inc:
@@ -416,9 +426,8 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
     else:
         runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings))
     status = "failed"
-    aborted = False
     try:
-        with stop_on_interrupt(second_raises=True) as stop, progress_bar(
+        with stop_on_interrupt() as stop, progress_bar(
                 total=len(todo), unit="game", desc="match",
                 disable=None if progress else True) as bar:
             queue = list(reversed(todo))
@@ -430,9 +439,12 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
                 if in_flight == 0:
                     break
                 try:
-                    finished = runner.collect()
+                    finished = collect_or_abandon(runner, stop)
                 except BrokenProcessPool:
                     raise BookgenError("a match worker process died") from None
+                if finished is None:  # Ctrl-C: the games in flight are abandoned
+                    summary.dropped = in_flight
+                    break
                 for game in finished:
                     in_flight -= 1
                     _record(game, store, match_id, key, pgn_file, csa_path)
@@ -453,18 +465,14 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
                         if verdict is not None:
                             summary.stopped_by = verdict
                             stop.set()
-            if summary.stopped_by is not None:
-                status = "stopped"
-            elif stop.is_set() and queue:
+            if stop.interrupted and (queue or summary.dropped):
                 status, summary.interrupted = "interrupted", True
+            elif summary.stopped_by is not None:
+                status = "stopped"
             else:
                 status = "done"
-    except KeyboardInterrupt:
-        # A second Ctrl-C: abandon the games in flight (finished ones are recorded).
-        status, summary.interrupted, aborted = "interrupted", True, True
-        raise
     finally:
-        if aborted:
+        if status == "failed" or summary.dropped:
             runner.terminate()
         else:
             runner.close()

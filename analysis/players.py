@@ -31,7 +31,8 @@ class TimeControl:
     ``inc``: main time per side and a Fischer increment added after each
     move; ``nodes``: a node budget (no clock). ``margin`` is how far a clock
     may run below zero (see :meth:`spend`) before the side loses on time.
-    ``engine_timeout`` (seconds) bounds a move without a clock.
+    ``engine_timeout`` (seconds) bounds a move without a clock (None: it
+    scales with ``nodes``, see :func:`bookgen.usi.default_search_timeout`).
     """
 
     byoyomi: int | None = None
@@ -39,7 +40,7 @@ class TimeControl:
     inc: int | None = None
     nodes: int | None = None
     margin: int = 1000
-    engine_timeout: float = 60.0
+    engine_timeout: float | None = None
 
     @property
     def clocked(self) -> bool:

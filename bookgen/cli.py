@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from bookgen import __version__
-from bookgen.cli_support import reports_errors
+from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
 from bookgen.store import DEFAULT_BOOK
@@ -275,7 +275,7 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 @click.option("--depth", type=click.IntRange(1), help="builtin / usi: search depth.")
 @click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
               help="usi: seconds to wait for a search before restarting the engine "
-                   "(default: the time limit plus a margin; 600 for node or depth limits).")
+                   "(up to 3 times). " + DEFAULT_TIMEOUT_HELP)
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
               help="Evaluator processes expanding different positions at once.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -292,8 +292,8 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     """Grow the book: walk it, expand the next position worth thinking about
     with the evaluator, keep the good moves and their values.
 
-    Every expansion is committed at once: Ctrl-C stops after the expansions
-    in flight, a killed run loses only those, and running the command again
+    Every expansion is committed at once: Ctrl-C (exit code 130) and kill -9
+    lose only the expansions in flight, and running the command again
     continues from the book as it is. Each run is recorded in the runs table.
     """
     from bookgen.grow import grow
@@ -310,14 +310,15 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                    workers=workers, seed=seed)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
-        return
-    busy = summary.seconds * workers  # evaluator time is summed over the workers
-    share = (1 - summary.eval_seconds / busy) * 100 if busy else 0.0
-    click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
-               f"{summary.expansions} positions expanded in {summary.seconds:.1f} s "
-               f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the workers' time "
-               f"outside the evaluator); book now {summary.positions} positions, "
-               f"{summary.moves} moves")
+    else:
+        busy = summary.seconds * workers  # evaluator time is summed over the workers
+        share = (1 - summary.eval_seconds / busy) * 100 if busy else 0.0
+        click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
+                   f"{summary.expansions} positions expanded in {summary.seconds:.1f} s "
+                   f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the workers' time "
+                   f"outside the evaluator); book now {summary.positions} positions, "
+                   f"{summary.moves} moves")
+    exit_if_interrupted(summary.status == "interrupted")
 
 
 from bookgen.cli_model import model_group  # noqa: E402

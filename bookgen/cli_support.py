@@ -1,4 +1,4 @@
-"""What every command module shares: the error wrapper.
+"""What every command module shares: the error wrapper and the exit codes.
 
 Kept apart from :mod:`bookgen.cli` so that command modules in other packages
 (``bookgen.cli_model``, ``refine.cli_*``, ``selfplay.cli``) can use it
@@ -18,6 +18,16 @@ from bookgen.errors import BookgenError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+DEFAULT_TIMEOUT_HELP = (
+    "By default the wait scales with the limit: 1.5 x the time + 10 s for byoyomi or "
+    "movetime, 10 s + nodes / 10,000 s for --nodes (20 s for 100,000 nodes), "
+    "10 s + 2^(depth/2) / 16 s for --depth (74 s for depth 20).")
+"""The defaults of ``--engine-timeout`` (:func:`bookgen.usi.default_search_timeout`)."""
+
+ERROR_EXIT = 2
+INTERRUPTED_EXIT = 130
+"""The exit code of every command stopped by Ctrl-C (128 + SIGINT, as shells use)."""
+
 
 def reports_errors(function: F) -> F:
     """Turn library errors into a one-line message and exit code 2; Ctrl-C into 130."""
@@ -28,9 +38,18 @@ def reports_errors(function: F) -> F:
             return function(*args, **kwargs)
         except BookgenError as error:
             click.echo(f"bookgen: error: {error}", err=True)
-            sys.exit(2)
+            sys.exit(ERROR_EXIT)
         except KeyboardInterrupt:
             click.echo("bookgen: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(INTERRUPTED_EXIT)
 
     return wrapper  # type: ignore[return-value]
+
+
+def exit_if_interrupted(interrupted: bool,
+                        hint: str = "rerun the same command to continue") -> None:
+    """The one rule for commands that stop cleanly at Ctrl-C and print their
+    summary: they then say so and exit with :data:`INTERRUPTED_EXIT`."""
+    if interrupted:
+        click.echo(f"bookgen: interrupted; {hint}", err=True)
+        sys.exit(INTERRUPTED_EXIT)

@@ -4,15 +4,14 @@ The main process owns the book: it walks the in-memory graph with a strategy
 to pick positions, hands them to an expansion backend (this process, or
 worker processes with their own evaluators), and records every finished
 expansion in its own transaction. A run can therefore be stopped at any
-moment (Ctrl-C stops after the expansions in flight, ``kill -9`` loses only
-those) and rerun to continue. Every run is a row of the ``runs`` table.
+moment (Ctrl-C and ``kill -9`` lose only the expansions in flight) and rerun
+to continue. Every run is a row of the ``runs`` table.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,7 +27,8 @@ from bookgen.mcts import SearchSettings
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
-from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
+from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
+                                 stop_on_interrupt)
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
 
@@ -133,7 +133,10 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             summary.stop_reason = f"evaluator failed: {error}"
             raise BookgenError(f"evaluator {evaluator}: {error}") from None
         finally:
-            backend.close()
+            if status == "failed":
+                backend.terminate()  # do not wait for the other workers' expansions
+            else:
+                backend.close()
             summary.status = status
             summary.positions = store.count_positions()
             summary.moves = store.count_moves()
@@ -153,7 +156,7 @@ def _counts(summary: GrowSummary) -> dict[str, Any]:
 
 
 def _run(store: Book, graph: BookGraph, walker: Any, backend: Any, summary: GrowSummary,
-         stop: threading.Event, trials: int | None, positions: int | None,
+         stop: RunStop, trials: int | None, positions: int | None,
          seconds: float | None, progress: bool) -> str:
     start = time.perf_counter()
     pending: dict[str, int] = {}   # sfen -> ply of expansions in flight
@@ -181,19 +184,26 @@ def _run(store: Book, graph: BookGraph, walker: Any, backend: Any, summary: Grow
             if not pending:
                 summary.seconds = time.perf_counter() - start
                 if stop.is_set():
-                    summary.stop_reason = "interrupted"
+                    summary.stop_reason = "Ctrl-C"
                     return "interrupted"
                 summary.stop_reason = "nothing left to expand" if exhausted else "budget spent"
                 return "done"
             exhausted = False  # new expansions open new leaves
-            for result in backend.collect():
+            results = collect_or_abandon(backend, stop)
+            if results is None:
+                summary.seconds = time.perf_counter() - start
+                summary.stop_reason = f"Ctrl-C; {in_flight(len(pending), 'expansion')}"
+                return "interrupted"
+            for result in results:
                 _record(store, graph, result, pending.pop(result.sfen.rsplit(" ", 1)[0], None),
                         summary)
                 bar.update(1)
                 bar.set_postfix(book=len(graph.nodes), refresh=False)
             summary.seconds = time.perf_counter() - start
+            if store.interrupted:  # Ctrl-C arrived during a commit
+                stop.interrupt()
             if stop.is_set() and not pending:
-                summary.stop_reason = "interrupted"
+                summary.stop_reason = "Ctrl-C"
                 return "interrupted"
 
 

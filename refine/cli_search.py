@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from bookgen.cli_support import reports_errors
+from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
 from bookgen.store import DEFAULT_BOOK
 from refine.cli import refine_group
@@ -45,8 +45,8 @@ book_option = click.option(
 @click.option("--engine-option", "engine_options", multiple=True, metavar="NAME=VALUE",
               help="usi: setoption for the engine (repeatable), e.g. BookDepth=0.")
 @click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
-              help="usi: seconds to wait for one search before restarting the engine "
-                   "(default: the time limit plus a margin; 600 for node or depth limits).")
+              help="usi: seconds to wait for one search before restarting the engine. "
+                   + DEFAULT_TIMEOUT_HELP)
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Engine restarts per position before it is counted as failed.")
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
@@ -63,9 +63,11 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     (score for the side to move, mate, bound, depth, nodes, best move, PV).
 
     Resumable: positions already analysed with the same engine, options and
-    limits are skipped, every analysis is committed at once, Ctrl-C stops
-    after the searches in flight. A position the engine keeps failing on is
-    counted as failed and skipped.
+    limits are skipped, every analysis is committed at once; Ctrl-C stops at
+    once, dropping the searches in flight (exit code 130). A position the
+    engine keeps failing on is counted as failed and skipped; an engine that
+    fails on the first 2 positions, on 10 in a row or on all of them stops
+    the run (exit code 2).
     """
     from bookgen.evaluators.usi import parse_options
     from refine.search import search
@@ -77,12 +79,13 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
                      engine_timeout=engine_timeout, retries=retries)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
-        return
-    click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
-               f"{summary.analysed} positions analysed, {summary.failed} failed, "
-               f"{summary.already_analysed} of {summary.selected} selected already analysed; "
-               f"{summary.seconds:.1f} s ({summary.positions_per_second:.2f}/s), "
-               f"{summary.restarts} engine restarts")
+    else:
+        click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
+                   f"{summary.analysed} positions analysed, {summary.failed} failed, "
+                   f"{summary.already_analysed} of {summary.selected} selected already "
+                   f"analysed; {summary.seconds:.1f} s ({summary.positions_per_second:.2f}/s), "
+                   f"{summary.restarts} engine restarts")
+    exit_if_interrupted(summary.status == "interrupted")
 
 
 @refine_group.command("mistakes")
@@ -152,3 +155,4 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
         click.echo(text, nl=False)
         if not as_json:
             click.echo(message, err=True)
+    exit_if_interrupted(summary.status == "interrupted")

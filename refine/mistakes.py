@@ -42,7 +42,6 @@ import inspect
 import json
 import os
 import tempfile
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,7 @@ import cshogi
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
-from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
+from bookgen.runcontrol import Interrupted, RunStop, mark_dead_runs, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book, now
 from bookgen.values import MATE_VALUE
 from refine.search import BookIndex, EngineSettings, matching_runs, search
@@ -296,7 +295,7 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
         store.end_run(summary.run_id, status="running", counts=_counts(summary))
 
 
-def _rounds(store: Book, summary: MistakesSummary, stop: threading.Event, iterate: bool,
+def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
             max_iterations: int, evaluator: str, evaluator_options: dict[str, Any] | None,
             playouts: int, expand: int, workers: int, seed: int, progress: bool) -> str:
     flagged_before: set[int] = set()
@@ -314,14 +313,14 @@ def _rounds(store: Book, summary: MistakesSummary, stop: threading.Event, iterat
             return "interrupted"
         iteration += 1
         flagged_before.update(m.position_id for m in found)
-        status = _extend(store, summary, new, evaluator, evaluator_options, playouts,
+        status = _extend(store, summary, stop, new, evaluator, evaluator_options, playouts,
                          expand, workers, seed + iteration, progress)
         if status != "done" or stop.is_set():
             return status if status != "done" else "interrupted"
 
 
-def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator: str,
-            evaluator_options: dict[str, Any] | None, playouts: int, expand: int,
+def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mistake],
+            evaluator: str, evaluator_options: dict[str, Any] | None, playouts: int, expand: int,
             workers: int, seed: int, progress: bool) -> str:
     """One ``iter_diff_eval`` step: grow from the positions after the chosen moves,
     propagate, search what was added. Returns the status of the step."""
@@ -351,6 +350,8 @@ def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator
     os.close(handle)
     try:
         for number, root in enumerate(roots):
+            if stop.is_set():
+                return "interrupted"
             Path(roots_file).write_text(root + "\n", encoding="utf-8")
             grown = grow(store.path, evaluator=evaluator, evaluator_options=evaluator_options,
                          roots=roots_file, positions=expand, playouts=playouts,
@@ -362,12 +363,18 @@ def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator
                 return grown.status
     finally:
         os.unlink(roots_file)
-    _run_minimax(store, summary)
+    try:
+        with stop.abortable():  # one transaction: nothing or everything is written
+            _run_minimax(store, summary)
+    except Interrupted:
+        return "interrupted"
     added = [row[0] for row in store.conn.execute(
         f"SELECT id FROM positions WHERE expanded_run IN ({','.join('?' * len(grow_runs))})",
         grow_runs)]
     if not added:
         return "done"
+    if stop.is_set():
+        return "interrupted"
     settings = EngineSettings.from_key(summary.key)
     searched = search(store.path, engine=settings.spec, engine_options=settings.options,
                       nodes=settings.nodes, byoyomi=settings.byoyomi, movetime=settings.movetime,

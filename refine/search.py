@@ -22,14 +22,17 @@ Selections (all of them contain only positions that have book moves):
 Runs are resumable: the engine spec, its options and its limits form the
 run's *analysis key* (``params.key``); positions already analysed by any
 earlier ``refine search`` run with the same key are skipped. Every analysis
-is committed on its own, so ``kill -9`` loses only the searches in flight;
-Ctrl-C stops after them. The engine gets ``usinewgame`` (a cleared hash)
+is committed on its own, so Ctrl-C and ``kill -9`` lose only the searches in
+flight. The engine gets ``usinewgame`` (a cleared hash)
 before every position, so a result does not depend on what the engine
 searched before (nor on the number of workers). A crash or timeout restarts
-the engine and searches the position again, up to ``retries`` times; a
+the engine and searches the position again, up to ``retries`` times. A
 position that still fails is counted as failed and skipped (a later run tries
-it again). Many failures in a row mean the engine is broken: the run stops
-as ``failed``.
+it again), so that one position an engine cannot search does not block a
+book. But an engine that fails on the first 2 positions it is given, on 10
+in a row later, or on every position of the run is broken: the run stops
+as ``failed`` (exit code 2) with the engine's last error, as grow stops when
+its evaluator fails.
 """
 
 from __future__ import annotations
@@ -37,9 +40,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import signal
 import sqlite3
-import threading
 import time
 from array import array
 from collections import deque
@@ -53,13 +54,16 @@ from typing import Any, NamedTuple, Protocol
 import cshogi
 import numpy as np
 
+from bookgen.children import pool_worker_init
 from bookgen.errors import BookgenError
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
-from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
+from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
+                                 stop_on_interrupt)
 from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
-from bookgen.usi import SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info
+from bookgen.usi import (SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info,
+                         printable)
 from bookgen.values import MATE_VALUE
 from bookgen.workers import LocalRunner, PoolRunner
 
@@ -72,7 +76,8 @@ __all__ = [
 SELECTIONS = ("all", "leaves", "principal", "visits")
 DEFAULT_MARGIN = 50
 DEFAULT_BYOYOMI = 1000
-MAX_FAILURES_IN_A_ROW = 10
+MAX_FAILURES_IN_A_ROW = 10  # an engine that analysed positions, then fails on this many
+MAX_FAILURES_AT_START = 2   # an engine that fails on this many before analysing any
 _MAX_BUILTIN_DEPTH = 64
 
 
@@ -280,9 +285,9 @@ class UsiAnalyser:
                            timeout=s.timeout)
         if result.bestmove is None and not (result.resign or result.win):
             raise _BadOutput(f"no bestmove in the engine's answer (last lines: "
-                             f"{result.lines[-3:]!r})")
+                             f"{result.tail()})")
         if result.bestmove is not None and result.bestmove not in legal:
-            raise _BadOutput(f"illegal bestmove {result.bestmove!r}")
+            raise _BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
         info = self._last_scored(result)
         if info is None:
             if result.resign or result.win:
@@ -327,23 +332,7 @@ def start_analyser(settings: EngineSettings) -> Analyser:
 _worker: dict[str, Any] = {}
 
 
-def _watch_parent(parent: int) -> None:
-    # A parent killed with -9 cannot shut the pool down: do not outlive it.
-    while True:
-        time.sleep(1.0)
-        if os.getppid() != parent:
-            analyser = _worker.get("analyser")
-            if analyser is not None:
-                try:
-                    analyser.close()
-                except Exception:
-                    pass
-            os._exit(1)
-
-
-def _worker_init(settings: EngineSettings, parent: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+def _worker_init(settings: EngineSettings) -> None:
     _worker["analyser"] = start_analyser(settings)
 
 
@@ -838,10 +827,6 @@ _RESOLVE_BLOCK = 1 << 14     # positions per block (task) of child resolution
 _PARALLEL_MIN_POSITIONS = 50_000  # fewer: not worth starting worker processes
 
 
-def _ignore_interrupts() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
-
-
 def parallel_map(function: Callable[[Any], Any], tasks: Iterable[Any], workers: int
                  ) -> Iterator[Any]:
     """``map(function, tasks)``, in order; on ``workers`` forked processes (which
@@ -851,8 +836,8 @@ def parallel_map(function: Callable[[Any], Any], tasks: Iterable[Any], workers: 
         yield from map(function, tasks)
         return
     # fork: spawn and forkserver re-import __main__ (see bookgen.formats.parallel)
-    with multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts
-                                                  ) as pool:
+    with multiprocessing.get_context("fork").Pool(workers, initializer=pool_worker_init,
+                                                  initargs=(os.getpid(),)) as pool:
         yield from pool.imap(function, tasks)
 
 
@@ -1123,7 +1108,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
                     analyser = None
                     # Two positions queued per worker hide the round trip.
                     backend = PoolRunner(min(workers, len(todo)), _worker_analyse,
-                                         _worker_init, (settings, os.getpid()),
+                                         _worker_init, (settings,),
                                          queued_per_worker=2)
                 else:
                     local = analyser
@@ -1139,7 +1124,10 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
             raise
         finally:
             if backend is not None:
-                backend.close()
+                if status == "failed":
+                    backend.terminate()  # do not wait for the other workers' searches
+                else:
+                    backend.close()
                 backend = None
             summary.status = status
             summary.seconds = time.perf_counter() - start
@@ -1165,7 +1153,7 @@ def _counts(summary: SearchSummary) -> dict[str, Any]:
 
 
 def _run(store: Book, index: BookIndex, todo: list[int], backend: Any, summary: SearchSummary,
-         stop: threading.Event, start: float, progress: bool) -> str:
+         stop: RunStop, start: float, progress: bool) -> str:
     queue = deque(todo)
     pending = 0
     failures_in_a_row = 0
@@ -1179,23 +1167,44 @@ def _run(store: Book, index: BookIndex, todo: list[int], backend: Any, summary: 
                 pending += 1
             if not pending:
                 if queue:
-                    summary.stop_reason = "interrupted"
+                    summary.stop_reason = "Ctrl-C"
                     return "interrupted"
+                if summary.failed and not summary.analysed:
+                    raise BookgenError(_broken_engine(summary, None, failures_in_a_row))
                 summary.stop_reason = "all selected positions searched"
                 return "done"
-            for result in backend.collect():
+            results = collect_or_abandon(backend, stop)
+            if results is None:
+                summary.seconds = time.perf_counter() - start
+                summary.stop_reason = f"Ctrl-C; {in_flight(pending, 'search')}"
+                return "interrupted"
+            for result in results:
                 pending -= 1
                 summary.seconds = time.perf_counter() - start
                 _record(store, summary, result)
                 failures_in_a_row = 0 if result.ok else failures_in_a_row + 1
                 bar.update(1)
                 bar.set_postfix(failed=summary.failed, refresh=False)
+                limit = MAX_FAILURES_IN_A_ROW if summary.analysed else MAX_FAILURES_AT_START
+                if failures_in_a_row >= limit:
+                    raise BookgenError(_broken_engine(summary, result, failures_in_a_row))
             if store.interrupted:  # Ctrl-C arrived during a commit
-                stop.set()
-            if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
-                raise BookgenError(
-                    f"engine {summary.engine} failed on {failures_in_a_row} positions in a "
-                    f"row; last error: {summary.last_error}")
+                stop.interrupt()
+
+
+def _broken_engine(summary: SearchSummary, result: AnalysisResult | None,
+                   failures_in_a_row: int) -> str:
+    """Why the run gives up on the engine (``result``: the last failure, if the run
+    had more to do)."""
+    positions = f"{failures_in_a_row} position{'s' if failures_in_a_row > 1 else ''}"
+    if summary.analysed:
+        what = f"failed on {positions} in a row"
+    elif result is not None:
+        what = f"failed on the first {positions} it was given"
+    else:
+        what = f"failed on every position it was given ({positions})"
+    return (f"engine {summary.engine} {what}, each time after retries; last error: "
+            f"{summary.last_error}")
 
 
 def _record(store: Book, summary: SearchSummary, result: AnalysisResult) -> None:

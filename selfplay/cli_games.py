@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from bookgen.cli_support import reports_errors
+from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
 
 
@@ -77,7 +77,8 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
               help="usi: go byoyomi MS (the default, 1000, without any limit).")
 @click.option("--movetime", type=click.IntRange(1), help="usi: go movetime MS.")
 @click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
-              help="usi: seconds to wait for a move before restarting the engine.")
+              help="usi: seconds to wait for a move before restarting the engine. "
+                   + DEFAULT_TIMEOUT_HELP)
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Start positions and sampled moves depend only on the seed and the game "
                    "number, not on --workers.")
@@ -100,9 +101,10 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     move), its best move and the game's result (0 draw, 1 black win, 2 white
     win). Games end by checkmate, fourfold repetition (perpetual check
     loses), entering-king declaration, --max-ply, resignation or --resign.
-    Outputs are replaced in one step at the end; Ctrl-C stops after the
-    games in flight and keeps the finished ones.
+    Outputs are replaced in one step at the end; Ctrl-C stops at once, keeps
+    the finished games and drops those in flight (exit code 130).
     """
+    from bookgen.runcontrol import in_flight
     from selfplay.games import selfplay
 
     evaluator_options: dict[str, Any] = {}
@@ -128,7 +130,10 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
                    f"{summary.seconds:.1f} s ({summary.positions_per_second:.1f}/s); black "
                    f"{summary.black_wins}, white {summary.white_wins}, draws {summary.draws} "
                    f"({reasons}); {summary.mean_plies:.1f} plies per game{short}"
-                   + ("; interrupted" if summary.interrupted else ""))
+                   + (f"; interrupted, {in_flight(summary.dropped, 'game')}"
+                      if summary.interrupted else ""))
+    exit_if_interrupted(summary.interrupted, f"the finished games are in {output}; add "
+                                             "--append to play more")
 
 
 @click.command("train")
@@ -194,6 +199,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
                     seed=seed, threads=threads, force=force, log=log)
     if as_json:
         click.echo(json.dumps(_no_nan(summary.as_dict()), indent=2))
+        exit_if_interrupted(summary.interrupted, f"the model trained so far is in {output}")
         return
     initial, final = summary.initial_train, summary.final_train
     assert initial is not None and final is not None
@@ -203,6 +209,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
                f"{len(summary.epochs)} epochs, {summary.samples_per_second:.0f} samples/s; "
                f"train loss {initial.loss:.4f} -> {final.loss:.4f}"
                + ("; interrupted" if summary.interrupted else ""))
+    exit_if_interrupted(summary.interrupted, f"the model trained so far is in {output}")
 
 
 def _no_nan(value: Any) -> Any:

@@ -42,7 +42,8 @@ the end, whole games at a time: an interrupted or failed run leaves the
 targets as they were or with complete games only. CSA records (one file per
 game, ``cshogi.CSA.Exporter``) carry each move's score as an ``'** N``
 comment from black's point of view, the convention dlshogi's
-``csa_to_hcpe.py`` reads back. Ctrl-C stops after the games in flight.
+``csa_to_hcpe.py`` reads back. Ctrl-C stops at once: the games written so far
+are kept, the games in flight dropped.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import time
 from collections import Counter
 from concurrent.futures.process import BrokenProcessPool
@@ -68,7 +68,7 @@ from bookgen.mcts import Mcts, SearchSettings
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
 from bookgen.rules import GameState, Outcome, Result, csa_endgame
-from bookgen.runcontrol import stop_on_interrupt
+from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
 from bookgen.values import MATE_VALUE, value_to_cp
 from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
@@ -532,6 +532,7 @@ class SelfplaySummary:
     short_games: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    dropped: int = 0              # games in flight abandoned at Ctrl-C
     game_infos: list[GameInfo] = field(default_factory=list)
 
     @property
@@ -550,7 +551,7 @@ class SelfplaySummary:
                 "mean_plies": round(self.mean_plies, 2), "short_games": self.short_games,
                 "seconds": round(self.seconds, 3),
                 "positions_per_second": round(self.positions_per_second, 2),
-                "interrupted": self.interrupted}
+                "interrupted": self.interrupted, "dropped": self.dropped}
         if games:
             data["game_list"] = [vars(g) for g in self.game_infos]
         return data
@@ -564,7 +565,6 @@ _worker_settings: GameSettings | None = None
 def _worker_init(black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
                  settings: GameSettings) -> None:
     global _worker_starts, _worker_settings
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     _worker_starts, _worker_settings = starts, settings
     _worker_players.update(build_players(black, white))
     atexit.register(close_players, _worker_players)
@@ -685,12 +685,15 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
                 if in_flight == 0:
                     break
                 try:
-                    done = runner.collect()
+                    done = collect_or_abandon(runner, stop)
                 except BrokenProcessPool:
                     failure = BookgenError("a self-play worker process died")
                     break
                 except BookgenError as error:  # an engine that failed for good
                     failure = BookgenError(str(error))
+                    break
+                if done is None:  # Ctrl-C: games not yet written in order are lost too
+                    summary.dropped = in_flight + len(finished)
                     break
                 for record in done:
                     in_flight -= 1
@@ -711,7 +714,10 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
             min_file.commit()
         committed = True
     finally:
-        runner.close()
+        if failure is not None or not committed:
+            runner.terminate()  # do not wait for the other workers' games
+        else:
+            runner.close()
         if not committed:
             hcpe_file.discard()
             if min_file is not None:
