@@ -209,14 +209,14 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert statuses == ["interrupted", "done"]  # the killed run is recognised as dead
 
 
-def test_ctrl_c_stops_after_the_current_expansion(tmp_path):
+def test_ctrl_c_stops_exits_130_and_keeps_what_was_recorded(tmp_path):
     book = tmp_path / "book.sqlite"
     proc = _start_grow(book)
     _expanded_when(book, 3, proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert "interrupted" in out
+    assert proc.returncode == 130, err
+    assert "interrupted" in out and "rerun the same command" in err
     assert "Traceback" not in err
     check_grown_book(book)
     conn = sqlite3.connect(book)
@@ -326,6 +326,8 @@ def test_broken_engine_stops_with_a_clear_error(tmp_path, script, args):
     assert result.stderr.startswith("bookgen: error: evaluator usi:"), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
+    assert "restart()" not in result.stderr  # what happened, not a Python API hint
+    assert "\ufffd" not in result.stderr and "\x00" not in result.stderr
     assert integrity_ok(book)
     check_grown_book(book)
     assert summary_expansions(book) >= before

@@ -263,13 +263,13 @@ def test_sigkill_mid_run_then_resume(grown, tmp_path):
     assert {n for _pid, n in per_position} == {1}, "each position analysed exactly once"
 
 
-def test_ctrl_c_stops_after_the_search_in_flight(grown, tmp_path):
+def test_ctrl_c_stops_exits_130_and_keeps_what_was_recorded(grown, tmp_path):
     book = copy_of(grown, tmp_path)
     proc = _start_search(book)
     _wait_for_analyses(book, 1, proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err
     assert "interrupted" in out and "Traceback" not in err
     run_id, _c, status, _e, _p, counts = last_run(book)
     assert status == "interrupted"
@@ -333,9 +333,32 @@ def test_position_that_keeps_failing_is_counted_and_skipped(grown, tmp_path):
     assert set(analyses(book)) == with_moves(book) - {poison_id}
     counts = json.loads(last_run(book)[5])
     assert counts["failed"] == 1 and counts["failed_positions"] == [poison_id]
-    # A later run tries the failed position again (and only it).
-    summary = search(book, engine=engine, progress=False)
-    assert (summary.already_analysed, summary.analysed, summary.failed) == (7, 0, 1)
+    # A later run tries the failed position again (and only it): failing on every
+    # position it was given, the engine is reported as broken.
+    result = run_cli("refine", "search", "-b", book, "--engine", engine, "--json", expect=2)
+    assert "failed on every position it was given (1 position)" in result.stderr
+    assert "exit code 5" in result.stderr
+    run_id, _c, status, _e, _p, counts = last_run(book)
+    assert status == "failed"
+    assert json.loads(counts)["failed_positions"] == [poison_id]
+
+
+def test_engine_failing_on_every_position_stops_the_run(grown, tmp_path):
+    """Like grow: an engine that fails on the positions it is given before analysing
+    any is broken; the run fails with its last error (exit 2) instead of going
+    through the whole selection and reporting 'done'."""
+    book = copy_of(grown, tmp_path)
+    engine = fake_engine(FAKES / "fake_engine.py", "--crash-on-go", "1")  # every search
+    result = run_cli("refine", "search", "-b", book, "--engine", f"usi:{engine}",
+                     "--nodes", "100", "--retries", "1", expect=2)
+    assert result.stderr.startswith("bookgen: error: engine usi:"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "failed on the first 2 positions it was given" in result.stderr
+    assert "last error: engine 'FakeEngine 1.0' stopped (exit code 3" in result.stderr
+    assert "simulated crash" in result.stderr
+    run_id, _c, status, _e, _p, counts = last_run(book)
+    assert status == "failed" and analyses(book, run_id) == {}
+    assert json.loads(counts)["failed"] == 2
 
 
 def test_errors_are_one_line_and_write_nothing(grown, tmp_path):

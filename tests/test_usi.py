@@ -417,6 +417,77 @@ def test_hanging_engine_times_out_and_is_killed():
     assert engine.returncode is not None
 
 
+def test_messages_say_what_happened_in_user_terms():
+    """Not a Python API hint ("restart() to continue") but what happened."""
+    engine = UsiEngine(fake("hang_engine.py"), stop_grace=0.5, quit_grace=0.5)
+    try:
+        engine.position("startpos")
+        with pytest.raises(EngineTimeout) as timeout:
+            engine.go(nodes=1, timeout=0.5)
+        with pytest.raises(EngineCrashed) as crashed:
+            engine.go(nodes=1, timeout=0.5)
+    finally:
+        engine.close()
+    for message in (str(timeout.value), str(crashed.value)):
+        assert "restart()" not in message and "call " not in message, message
+    assert str(timeout.value).endswith("nor 0.5 s after stop; killed it")
+    assert str(crashed.value) == ("engine 'FakeEngine 1.0' is not running (killed after no "
+                                  "bestmove in 0.5 s)")
+
+
+def _assert_escaped(message: str, *expected: str) -> None:
+    """One printable line quoting the engine's bytes as escapes, never as mojibake."""
+    assert "\ufffd" not in message and not any(ord(c) < 32 or 127 <= ord(c) < 160
+                                               for c in message), repr(message)
+    for text in expected:
+        assert text in message, (text, message)
+
+
+def test_garbage_engine_output_is_quoted_escaped():
+    engine = UsiEngine(fake("fake_engine.py", "--garbage-stderr", "--crash-on-go", "1"))
+    try:
+        engine.position("startpos")
+        with pytest.raises(EngineCrashed) as crashed:
+            engine.go(nodes=1, timeout=10)
+    finally:
+        engine.close()
+    _assert_escaped(str(crashed.value), "exit code 3",
+                    r"stderr tail: \xff\xfe garbage \x1b[31m\x00 on stderr \x80 | "
+                    "fake engine: simulated crash")
+    with UsiEvaluator(fake("fake_engine.py", "--no-bestmove"), nodes=1, restarts=0,
+                      timeout=10) as evaluator:
+        with pytest.raises(EvaluatorError) as failed:
+            evaluator.evaluate([cshogi.Board()])
+    _assert_escaped(str(failed.value), r"(last lines: info string \xff\xfe\x00 binary "
+                                       r"\x1b[2J garbage | bestmove)")
+
+
+def test_default_search_timeouts_scale_with_the_limits(monkeypatch):
+    from bookgen.usi import default_search_timeout
+
+    assert default_search_timeout(nodes=100_000) == 20.0
+    assert default_search_timeout(nodes=1_000_000) == 110.0
+    assert default_search_timeout(time_ms=1000) == 11.5
+    assert default_search_timeout(depth=20) == 10 + 2 ** 10 / 16
+    assert default_search_timeout(nodes=100, depth=30) == 10.01  # the first limit reached
+    assert default_search_timeout() is None
+    waits = []
+    original = UsiEngine.wait_bestmove
+
+    def spy(self, timeout, stop_on_timeout=True):
+        waits.append(timeout)
+        return original(self, timeout, stop_on_timeout)
+
+    monkeypatch.setattr(UsiEngine, "wait_bestmove", spy)
+    with UsiEvaluator(fake("fake_engine.py"), nodes=200_000) as evaluator:
+        evaluator.evaluate([cshogi.Board()])
+    with UsiEvaluator(fake("fake_engine.py"), depth=16) as evaluator:
+        evaluator.evaluate([cshogi.Board()])
+    with UsiEvaluator(fake("fake_engine.py"), byoyomi=2000) as evaluator:
+        evaluator.evaluate([cshogi.Board()])
+    assert waits == [30.0, 26.0, 13.0]
+
+
 def test_silent_engine_times_out_at_startup():
     with pytest.raises(EngineTimeout, match="usiok"):
         UsiEngine(fake("fake_engine.py", "--silent-start"), startup_timeout=1.0)
@@ -446,6 +517,10 @@ def test_stderr_flood_does_not_block():
         for _ in range(12):
             engine.position("startpos")
             assert engine.go(nodes=1, timeout=10).bestmove is not None
+        # The drain thread may still be reading the last search's stderr: wait for it.
+        deadline = time.monotonic() + 30
+        while engine.stderr_bytes < 12 * 262000 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert engine.stderr_bytes >= 12 * 262000
         tail = engine.stderr_tail(100000)
         assert len(tail) <= 10000 and tail.endswith("end of search 12\n")

@@ -14,6 +14,11 @@ It plays legal moves (with cshogi) and misbehaves on request:
 --script PATH       play the N-th whitespace-separated token of PATH at the game's N-th ply
                     (counted in the ``moves`` of ``position``; ``win``/``resign`` allowed)
 --score CP          report this score (side to move's view) in every info line
+--mark-dir DIR      create DIR/started-PID at start and DIR/hung-PID when hanging (events
+                    for tests that signal or kill at a known point)
+--hang-if-exists P  never answer a ``go`` while file P exists (then like --hang-on-go)
+--garbage-stderr    write invalid UTF-8 and control bytes to stderr at every ``go``
+--no-bestmove       answer ``go`` with garbage lines and no ``bestmove`` line
 """
 
 from __future__ import annotations
@@ -31,7 +36,19 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+_mark_dir: str | None = None
+
+
+def _mark(event: str) -> None:
+    if _mark_dir:
+        path = os.path.join(_mark_dir, f"{event}-{os.getpid()}")
+        with open(path + ".tmp", "w") as handle:
+            handle.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)
+
+
 def _hang() -> None:
+    _mark("hung")
     while True:
         time.sleep(3600)
 
@@ -50,7 +67,14 @@ def main(defaults: list[str]) -> None:
     parser.add_argument("--no-info", action="store_true")
     parser.add_argument("--script")
     parser.add_argument("--score", type=int)
+    parser.add_argument("--mark-dir")
+    parser.add_argument("--hang-if-exists")
+    parser.add_argument("--garbage-stderr", action="store_true")
+    parser.add_argument("--no-bestmove", action="store_true")
     args = parser.parse_args(defaults + sys.argv[1:])
+    global _mark_dir
+    _mark_dir = args.mark_dir
+    _mark("started")
 
     board = cshogi.Board()
     gos = 0
@@ -86,6 +110,9 @@ def main(defaults: list[str]) -> None:
                     sys.stderr.write(chunk)
                 sys.stderr.write(f"end of search {gos}\n")
                 sys.stderr.flush()
+            if args.garbage_stderr:
+                sys.stderr.buffer.write(b"\xff\xfe garbage \x1b[31m\x00 on stderr \x80\n")
+                sys.stderr.flush()
             if gos == args.crash_on_go:
                 if not args.once_file or not os.path.exists(args.once_file):
                     if args.once_file:
@@ -93,8 +120,13 @@ def main(defaults: list[str]) -> None:
                     sys.stderr.write("fake engine: simulated crash\n")
                     sys.stderr.flush()
                     os._exit(args.exit_code)
-            if gos == args.hang_on_go:
+            if gos == args.hang_on_go or (args.hang_if_exists
+                                          and os.path.exists(args.hang_if_exists)):
                 _hang()
+            if args.no_bestmove:
+                sys.stdout.buffer.write(b"info string \xff\xfe\x00 binary \x1b[2J garbage\n")
+                _say("bestmove")
+                continue
             if args.garbage:
                 sys.stdout.buffer.write(b"\xff\xfe\x00 binary garbage \x80\n")
                 _say("info depth x seldepth ? score cp abc nodes 12 junk pv")

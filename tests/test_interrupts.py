@@ -1,0 +1,266 @@
+"""Ctrl-C and kill -9 of the long commands, with engines that hang.
+
+Every long command (grow, refine search, refine mistakes --iterate, selfplay,
+match), with one worker and with two, stops within a few seconds of a real
+SIGINT to its process group even while its engines hang: the engines are
+killed, the work in flight dropped (and the output says so), the exit code is
+130, the run is marked interrupted and a rerun continues. ``kill -9`` of
+bookgen leaves no worker, resource tracker or engine behind. The signals are
+sent when the fake engines report (with a file) that they hang, or when real
+engines appear in the process tree: never after a guessed delay.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bookgen.grow import grow
+from conftest import ROOT, integrity_ok
+from processes import (Bookgen, assert_all_gone, descendants, fake_engine, marks, stop_all,
+                       wait_for)
+
+FAIRY = "/usr/games/fairy-stockfish"
+STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d"]
+
+
+def query(path: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def statuses(book: Path, command: str) -> list[str]:
+    return [r[0] for r in query(book, f"SELECT status FROM runs WHERE command = '{command}' "
+                                      "ORDER BY id")]
+
+
+@pytest.fixture(scope="module")
+def small_book(tmp_path_factory) -> Path:
+    """A book with several leaves, so that two workers have work at once."""
+    book = tmp_path_factory.mktemp("book") / "book.sqlite"
+    grow(book, playouts=20, positions=4, seed=0, progress=False)
+    return book
+
+
+class Hanging:
+    """A fake engine that hangs on ``go`` while a switch file exists, and reports it."""
+
+    def __init__(self, tmp_path: Path, *args: object) -> None:
+        self.marks = tmp_path / "marks"
+        self.marks.mkdir()
+        self.switch = tmp_path / "hang"
+        self.switch.touch()
+        self.command = fake_engine("--multipv", "--hang-if-exists", self.switch,
+                                   "--mark-dir", self.marks, *args)
+
+    def wait_hung(self, process: Bookgen, count: int) -> None:
+        wait_for(lambda: len(marks(self.marks, "hung")) >= count, process,
+                 f"{count} hanging engines")
+
+    def heal(self) -> None:
+        self.switch.unlink()
+
+
+def interrupt_when_hung(process: Bookgen, engine: Hanging, count: int
+                        ) -> tuple[int, str, str]:
+    """Ctrl-C once ``count`` engines hang; the exit code and output, after checking
+    that bookgen and every process it started are gone."""
+    procs = {}
+    try:
+        engine.wait_hung(process, count)
+        procs = descendants(process.pid)
+        engines = [p for p, cmd in procs.items() if "fake_engine.py" in cmd and
+                   "bookgen.cli" not in cmd]
+        assert len(engines) >= count, procs
+        process.ctrl_c()
+        code, out, err = process.finish()
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert "Traceback" not in err, err
+    return code, out, err
+
+
+# --------------------------------------------------------------------------
+# Ctrl-C
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_grow_ctrl_c_with_hung_engines(small_book, tmp_path, workers):
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    engine = Hanging(tmp_path)
+    args = ["grow", "-b", book, "--evaluator", f"usi:{engine.command}", "--nodes", "100",
+            "--positions", "3", "--workers", workers]
+    code, out, err = interrupt_when_hung(Bookgen(tmp_path, *args), engine, workers)
+    assert code == 130, out + err
+    assert f"interrupted (Ctrl-C; {workers} expansion" in out and "in flight dropped" in out
+    assert "rerun the same command" in err
+    assert statuses(book, "grow") == ["done", "interrupted"]
+    assert integrity_ok(book)
+    # The rerun continues.
+    engine.heal()
+    code, out, err = Bookgen(tmp_path, *args).finish(deadline=120)
+    assert code == 0, out + err
+    assert statuses(book, "grow") == ["done", "interrupted", "done"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_refine_search_ctrl_c_with_hung_engines(small_book, tmp_path, workers):
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    engine = Hanging(tmp_path)
+    args = ["refine", "search", "-b", book, "--engine", f"usi:{engine.command}", "--nodes",
+            "100", "--workers", workers]
+    code, out, err = interrupt_when_hung(Bookgen(tmp_path, *args), engine, workers)
+    assert code == 130, out + err
+    assert "interrupted (Ctrl-C; " in out and "in flight dropped" in out
+    assert statuses(book, "refine search") == ["interrupted"]
+    engine.heal()
+    code, out, err = Bookgen(tmp_path, *args).finish(deadline=120)
+    assert code == 0, out + err
+    assert statuses(book, "refine search") == ["interrupted", "done"]
+    with_moves = query(book, "SELECT count(DISTINCT position_id) FROM moves")[0][0]
+    assert query(book, "SELECT count(*) FROM analyses")[0][0] == with_moves
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_selfplay_ctrl_c_with_hung_engines(tmp_path, workers):
+    starts = tmp_path / "starts.txt"
+    starts.write_text("\n".join(STARTS) + "\n")
+    out_file = tmp_path / "games.hcpe"
+    engine = Hanging(tmp_path)
+    args = ["selfplay", "--starts", starts, "--games", "4", "-o", out_file, "--player",
+            f"usi:{engine.command}", "--nodes", "100", "--max-ply", "30", "--workers", workers]
+    code, out, err = interrupt_when_hung(Bookgen(tmp_path, *args), engine, workers)
+    assert code == 130, out + err
+    assert f"interrupted, {workers} game" in out and "in flight dropped" in out
+    assert "--append" in err
+    assert out_file.exists() and out_file.stat().st_size == 0  # no game finished
+    engine.heal()
+    code, out, err = Bookgen(tmp_path, *args, "--append").finish(deadline=120)
+    assert code == 0, out + err
+    assert out.startswith(f"{out_file}: 4 games")
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_match_ctrl_c_with_hung_engines(tmp_path, concurrency):
+    openings = tmp_path / "openings.txt"
+    openings.write_text("\n".join(STARTS) + "\n")
+    results = tmp_path / "r.sqlite"
+    engine = Hanging(tmp_path)
+    args = ["match", "--quiet", "--engine", f"hang=usi:{engine.command}", "--builtin", "b",
+            "--option", "b:nodes=100", "--openings", openings, "--nodes", "100", "--games", "4",
+            "--max-ply", "30", "--concurrency", concurrency, "-o", results]
+    code, out, err = interrupt_when_hung(Bookgen(tmp_path, *args), engine, concurrency)
+    assert code == 130, out + err
+    assert f"interrupted: {concurrency} game" in out and "in flight dropped" in out
+    assert query(results, "SELECT status FROM matches") == [("interrupted",)]
+    assert query(results, "SELECT count(*) FROM games") == [(0,)]
+    engine.heal()
+    code, out, err = Bookgen(tmp_path, *args, "--json").finish(deadline=120)
+    assert code == 0, out + err
+    summary = json.loads(out)
+    assert (summary["previously_played"], summary["played"]) == (0, 4)
+    assert query(results, "SELECT status FROM matches") == [("done",)]
+
+
+def test_mistakes_iterate_ctrl_c_with_hung_engine(tmp_path):
+    book = tmp_path / "book.sqlite"
+    grow(book, playouts=20, positions=4, seed=0, progress=False)
+    # Analyses by an engine that disagrees with every value of the book: mistakes.
+    searched = Bookgen(tmp_path, "refine", "search", "-b", book, "--engine",
+                       f"usi:{fake_engine('--score', '3000')}", "--nodes", "100")
+    assert searched.finish(deadline=120)[0] == 0
+    engine = Hanging(tmp_path)
+    args = ["refine", "mistakes", "-b", book, "--iterate", "--evaluator",
+            f"usi:{engine.command}", "--expand", "1", "--max-iterations", "1",
+            "-o", tmp_path / "mistakes.txt"]
+    code, out, err = interrupt_when_hung(Bookgen(tmp_path, *args), engine, 1)
+    assert code == 130, out + err
+    assert statuses(book, "refine mistakes") == ["interrupted"]
+    assert statuses(book, "grow")[-1] == "interrupted"
+    assert integrity_ok(book)
+    engine.heal()
+    code, out, err = Bookgen(tmp_path, *args).finish(deadline=300)
+    assert code == 0, out + err
+    assert statuses(book, "refine mistakes") == ["interrupted", "done"]
+
+
+# --------------------------------------------------------------------------
+# kill -9: nothing survives bookgen
+
+
+def kill_and_check(process: Bookgen, ready: object) -> None:
+    """``kill -9`` bookgen once ``ready()`` is true; every process it started must end."""
+    procs = {}
+    try:
+        wait_for(ready, process, "the processes to kill")
+        procs = descendants(process.pid)
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    err = process.err_path.read_text()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_kill_9_of_grow_leaves_no_process(small_book, tmp_path, workers):
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    engine = Hanging(tmp_path)
+    process = Bookgen(tmp_path, "grow", "-b", book, "--evaluator", f"usi:{engine.command}",
+                      "--nodes", "100", "--positions", "3", "--workers", workers)
+    kill_and_check(process, lambda: len(marks(engine.marks, "hung")) >= workers)
+    assert statuses(book, "grow") == ["done", "running"]  # marked interrupted by the next run
+
+
+def test_kill_9_of_a_match_with_real_engines_leaves_no_process(tmp_path):
+    openings = tmp_path / "openings.txt"
+    openings.write_text("\n".join(STARTS) + "\n")
+    process = Bookgen(tmp_path, "match", "--quiet", "--engine", f"a=usi:{FAIRY}", "--engine",
+                      f"b=usi:{FAIRY}", "--option", "a:Threads=1", "--option", "b:Threads=1",
+                      "--openings", openings, "--byoyomi", "2000", "--games", "4",
+                      "--concurrency", "2", "-o", tmp_path / "r.sqlite")
+
+    def engines_in_workers() -> bool:
+        tree = descendants(process.pid)
+        workers = {pid for (pid, _t), cmd in tree.items() if "spawn_main" in cmd}
+        engines = [pid for (pid, _t), cmd in tree.items()
+                   if cmd.startswith(FAIRY) and _parent(pid) in workers]
+        return len(engines) >= 4  # both players of both games
+
+    kill_and_check(process, engines_in_workers)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
+def test_the_helpers_find_engines_in_their_own_sessions(tmp_path):
+    """The checks above would pass vacuously if engines were not found: they are."""
+    engine = Hanging(tmp_path)
+    process = Bookgen(tmp_path, "grow", "-b", tmp_path / "book.sqlite", "--evaluator",
+                      f"usi:{engine.command}", "--nodes", "100")
+    procs = {}
+    try:
+        engine.wait_hung(process, 1)
+        procs = descendants(process.pid)
+        hung_pid = int(marks(engine.marks, "hung")[0].read_text())
+        assert hung_pid in {pid for pid, _t in procs}
+        assert str(ROOT / "tests" / "fake_engines") in " ".join(procs.values())
+    finally:
+        stop_all(process, procs)
