@@ -71,9 +71,11 @@ def _user_version(path: Path) -> int:
 
 
 def fault_point(name: str) -> None:
-    """Kill the process here when BOOKGEN_FAULT names this point (crash tests)."""
-    if os.environ.get("BOOKGEN_FAULT") == name:
-        os.kill(os.getpid(), 9)
+    """Kill the process here when BOOKGEN_FAULT names this point (crash tests);
+    ``NAME:SIGINT`` sends it a Ctrl-C instead (interrupt tests)."""
+    point, _, how = os.environ.get("BOOKGEN_FAULT", "").partition(":")
+    if point == name:
+        os.kill(os.getpid(), signal.SIGINT if how == "SIGINT" else signal.SIGKILL)
 
 
 class Book:

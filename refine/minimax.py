@@ -70,7 +70,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from bookgen.errors import BookgenError
-from bookgen.store import DEFAULT_BOOK, Book
+from bookgen.store import DEFAULT_BOOK, Book, fault_point
 from bookgen.values import MATE_VALUE, value_to_cp
 from refine.graph import REFINE_MINIMAX_COMMAND, MinimaxGraph, build_graph
 
@@ -622,6 +622,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
 
             result = negascout(graph, draw_value_black, draw_value_white, structure)
         result.seconds = time.perf_counter() - propagation_started
+        fault_point("refine-minimax-propagated")
         write_started = time.perf_counter()
         with store.transaction():
             if store.conn.execute("PRAGMA data_version").fetchone()[0] != version:
