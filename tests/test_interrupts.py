@@ -195,6 +195,48 @@ def test_mistakes_iterate_ctrl_c_with_hung_engine(tmp_path):
     assert statuses(book, "refine mistakes") == ["interrupted", "done"]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_while_recording_stops_at_the_next_wait(tmp_path, workers):
+    """A Ctrl-C that comes while a result is being recorded (not while waiting)
+    lets the results already collected land, then drops what is still in flight."""
+    book = tmp_path / "book.sqlite"
+    grow(book, playouts=10, positions=8, seed=0, progress=False)  # more than 2 x 2 in flight
+    process = Bookgen(tmp_path, "refine", "search", "-b", book, "--workers", workers,
+                      env={"BOOKGEN_FAULT": "refine-search-recorded:SIGINT"})
+    try:
+        code, out, err = process.finish(deadline=120)
+    finally:
+        stop_all(process, {})
+    assert code == 130, out + err
+    assert statuses(book, "refine search") == ["interrupted"]
+    analysed = query(book, "SELECT count(*) FROM analyses")[0][0]
+    assert 1 <= analysed <= workers * 2  # those collected with the first one
+    assert f"{analysed} positions analysed" in out
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["refine minimax", "import"])
+def test_one_transaction_commands_exit_130_and_change_nothing(small_book, tmp_path, command):
+    """Commands that write in one transaction: Ctrl-C (at a fault point inside it)
+    exits 130 like the long runs, and the book is as it was (no run row)."""
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    before = query(book, "SELECT * FROM runs")
+    if command == "import":
+        args, fault = ["import", ROOT / "data" / "sample.db", "-b", book], "import-before-commit"
+    else:
+        args, fault = ["refine", "minimax", "-b", book], "refine-minimax-propagated"
+    process = Bookgen(tmp_path, *args, env={"BOOKGEN_FAULT": f"{fault}:SIGINT"})
+    try:
+        code, out, err = process.finish(deadline=120)
+    finally:
+        stop_all(process, {})
+    assert code == 130, out + err
+    assert err.strip() == "bookgen: interrupted" and "Traceback" not in err
+    assert query(book, "SELECT * FROM runs") == before
+    assert integrity_ok(book)
+
+
 # --------------------------------------------------------------------------
 # kill -9: nothing survives bookgen
 
