@@ -10,12 +10,13 @@ file order.
 from __future__ import annotations
 
 import multiprocessing
-import signal
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bookgen.children import pool_worker_init
 from bookgen.diagnostics import Diagnostics
 from bookgen.formats.db2016 import read_db2016
 
@@ -37,11 +38,6 @@ class _ChunkSink:
     def add_move(self, local: int, move: str, ponder: str | None, value: int | None,
                  depth: int | None, count: int) -> None:
         self.moves.append((local, move, ponder, value, depth, count))
-
-
-def _ignore_interrupts() -> None:
-    """Ctrl-C is handled by the main process, which terminates the pool."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _lines(data: bytes, first_line: int) -> Iterator[tuple[int, str]]:
@@ -92,7 +88,7 @@ def read_db2016_parallel(path: Path, writer: Any, diagnostics: Diagnostics,
     # pool respawn workers forever) when the caller runs from stdin or -c.
     context = multiprocessing.get_context("fork")
     source = str(path)
-    with context.Pool(workers, initializer=_ignore_interrupts) as pool:
+    with context.Pool(workers, initializer=pool_worker_init, initargs=(os.getpid(),)) as pool:
         for positions, moves, problems, skipped, size in pool.imap(parse_chunk, _chunks(path)):
             writer.add_rows(positions, moves)
             for line, reason in problems:
