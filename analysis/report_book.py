@@ -150,8 +150,7 @@ def book_section(book: BookSummary) -> Section:
         f"{book.path}: {book.positions} positions ({book.positions_with_moves} with moves), "
         f"{book.moves} moves, {plural(len(book.runs), 'run')}."))
     if book.runs:
-        # What the runs table reports (grow reports its expansions as positions
-        # and no moves) next to what the book holds per run.
+        # What the runs table reports next to what the book holds per run.
         reported_positions, reported_moves, held_positions, held_moves = [], [], [], []
         total_reported = [0, 0]
         total_held = list(book.unattributed)
@@ -172,10 +171,13 @@ def book_section(book: BookSummary) -> Section:
                          str(total_held[0]), str(total_held[1])])
         section.blocks.append(Heading("Size run after run"))
         section.blocks.append(Paragraph(
-            "The columns +positions, +moves and moves updated are what each run reported in "
-            "the runs table, and the next two columns add them up. The last two count the rows "
-            "in the book: positions by the run that created them, moves by the run that last "
-            "wrote them, added up run after run (they end at the book's size)."))
+            "The columns +positions, +moves and moves updated are the rows each run inserted "
+            "and changed (the runs table), and the next two columns add them up. The last two "
+            "count the rows in the book: positions by the run that created them, moves by the "
+            "run that last wrote them, added up run after run (they end at the book's size). "
+            "The position totals agree; the move totals differ where a later run rewrote a "
+            "move (counted in the book under the later run) and by the transposition rows of "
+            "refine minimax (rows it added, but not book moves)."))
         section.blocks.append(Table(
             ["run", "command", "status", "started", "+positions", "+moves", "moves updated",
              "positions (reported)", "moves (reported)", "positions (in book)",

@@ -207,12 +207,17 @@ class MistakesSummary:
     mistakes: list[Mistake] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    positions_added: int = 0   # rows this run wrote itself (its grow and search runs
+    moves_added: int = 0       # count theirs in their own runs rows)
+    moves_updated: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"book": self.book, "run_id": self.run_id, "status": self.status,
                 "engine": self.engine, "key": self.key, "threshold": self.threshold,
                 "opp_threshold": self.opp_threshold, "diff": self.diff,
                 "compared": self.compared, "rounds": self.rounds, "notes": self.notes,
+                "positions_added": self.positions_added, "moves_added": self.moves_added,
+                "moves_updated": self.moves_updated,
                 "mistakes": [m.as_dict() for m in self.mistakes]}
 
 
@@ -272,10 +277,16 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
         finally:
             summary.status = status
             with store.transaction():
-                store.end_run(run_id, status=status, counts=_counts(summary))
+                _end_run(store, summary, status)
         return summary
     finally:
         store.close()
+
+
+def _end_run(store: Book, summary: MistakesSummary, status: str) -> None:
+    store.end_run(summary.run_id, status=status, positions_added=summary.positions_added,
+                  moves_added=summary.moves_added, moves_updated=summary.moves_updated,
+                  counts=_counts(summary))
 
 
 def _counts(summary: MistakesSummary) -> dict[str, Any]:
@@ -293,7 +304,7 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
             [(summary.run_id, iteration, m.position_id, m.analysis_run_id, m.kind, m.book_value,
               m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, now())
              for m in found])
-        store.end_run(summary.run_id, status="running", counts=_counts(summary))
+        _end_run(store, summary, "running")
 
 
 def _rounds(store: Book, summary: MistakesSummary, stop: threading.Event, iterate: bool,
@@ -336,7 +347,7 @@ def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator
             continue
         roots[f"sfen {board.sfen()}"] = None
         if move == mistake.engine_move:
-            added_moves += _add_engine_move(store, summary.run_id, mistake, board)
+            added_moves += _add_engine_move(store, summary, mistake, board)
     step = summary.rounds[-1]
     step["roots"] = len(roots)
     step["engine_moves_added"] = added_moves
@@ -377,12 +388,14 @@ def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator
     return searched.status
 
 
-def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
+def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
                      child_board: cshogi.Board) -> int:
     """Make the engine's move a book move of the mistaken position (valued at the
     engine's score, child linked), so that what grows behind it reaches the
-    position's value. Returns 1 if a move was added, 0 if it was a book move."""
+    position's value. Returns 1 if a move was added, 0 if it was a book move;
+    counts the rows written in ``summary``."""
     conn = store.conn
+    run_id = summary.run_id
     if conn.execute(f"SELECT 1 FROM moves m WHERE position_id = ? AND move = ? "
                     f"AND NOT {TRANSPOSITION_ROW_SQL}",
                     (mistake.position_id, mistake.engine_move)).fetchone():
@@ -397,8 +410,13 @@ def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
                 "VALUES (?, ?, ?, ?, ?)",
                 (child_sfen, signed64(child_board.zobrist_hash()), ply, child_board.turn,
                  run_id)).lastrowid
+            positions_added = 1
         else:
             child_id = row[0]
+            positions_added = 0
+        transposition = conn.execute(
+            "SELECT 1 FROM moves WHERE position_id = ? AND move = ?",
+            (mistake.position_id, mistake.engine_move)).fetchone() is not None
         # A transposition row refine minimax added for this move becomes a book move.
         conn.execute(
             "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
@@ -408,6 +426,11 @@ def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
             "eval_value = excluded.eval_value, run_id = excluded.run_id",
             (mistake.position_id, mistake.engine_move, mistake.engine_value,
              mistake.engine_depth, child_id, mistake.engine_value, run_id))
+    summary.positions_added += positions_added
+    if transposition:
+        summary.moves_updated += 1
+    else:
+        summary.moves_added += 1
     return 1
 
 

@@ -411,6 +411,8 @@ def test_book_section(results_path, tmp_path):
     assert int(last["positions (in book)"]) == positions
     assert int(last["moves (in book)"]) == moves
     assert int(last["positions (reported)"]) == reported
+    # The runs table counts the rows each run added: it adds up to the book's size.
+    assert reported == positions
 
     table = page.tables["book-mistakes"]
     totals = {int(row[0]): int(row[-1]) for row in table[1:]}
