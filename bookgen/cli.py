@@ -316,8 +316,9 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
                f"{summary.expansions} positions expanded in {summary.seconds:.1f} s "
                f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the workers' time "
-               f"outside the evaluator); book now {summary.positions} positions, "
-               f"{summary.moves} moves")
+               f"outside the evaluator); +{summary.positions_added} positions, "
+               f"+{summary.moves_added} moves, {summary.moves_updated} moves updated; book "
+               f"now {summary.positions} positions, {summary.moves} moves")
 
 
 from bookgen.cli_model import model_group  # noqa: E402

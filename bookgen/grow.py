@@ -42,6 +42,9 @@ class GrowSummary:
     trials: int = 0
     positions: int = 0
     moves: int = 0
+    positions_added: int = 0
+    moves_added: int = 0
+    moves_updated: int = 0
     seconds: float = 0.0
     eval_seconds: float = 0.0
     evaluations: int = 0
@@ -138,11 +141,22 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             summary.positions = store.count_positions()
             summary.moves = store.count_moves()
             with store.transaction():
-                store.end_run(run_id, status=status, positions_added=summary.expansions,
-                              moves_added=0, counts=_counts(summary))
+                _end_run(store, graph, summary, status)
         return summary
     finally:
         store.close()
+
+
+def _end_run(store: Book, graph: BookGraph, summary: GrowSummary, status: str) -> None:
+    """The run's row: the rows it wrote (positions and moves inserted, older
+    move rows changed) and its counters (expansions among them)."""
+    written = graph.written
+    summary.positions_added = written.positions_added
+    summary.moves_added = written.moves_added
+    summary.moves_updated = written.moves_updated
+    store.end_run(summary.run_id, status=status, positions_added=written.positions_added,
+                  moves_added=written.moves_added, moves_updated=written.moves_updated,
+                  counts=_counts(summary))
 
 
 def _counts(summary: GrowSummary) -> dict[str, Any]:
@@ -207,5 +221,4 @@ def _record(store: Book, graph: BookGraph, result: ExpansionResult, ply: int | N
         graph.expand(store, board, ply if ply is not None else board.move_number,
                      result.choices, result.value, result.win_rate, result.visits,
                      summary.run_id)
-        store.end_run(summary.run_id, status="running", positions_added=summary.expansions,
-                      counts=_counts(summary))
+        _end_run(store, graph, summary, "running")
