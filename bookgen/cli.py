@@ -16,6 +16,7 @@ from bookgen import __version__
 from bookgen.cli_support import reports_errors
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
+from bookgen.evaluators import batch_size_help
 from bookgen.store import DEFAULT_BOOK
 
 book_option = click.option(
@@ -237,7 +238,8 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
               help="MCTS playouts per expanded position (not used by usi: evaluators, "
                    "whose own MultiPV search is the leaf search).")
 @click.option("--batch-size", type=click.IntRange(1), default=None,
-              help="Leaves evaluated together in MCTS (networks: also the model batch).")
+              help="Leaves evaluated together in MCTS (networks: also the model batch); "
+                   + batch_size_help() + ".")
 @click.option("--trials", type=click.IntRange(1), help="Stop after this many walks.")
 @click.option("--positions", type=click.IntRange(1),
               help="Stop after expanding this many positions (default 100 without a budget).")
@@ -301,7 +303,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     options = _evaluator_options(evaluator, engine_options, nodes, byoyomi, movetime, multipv,
                                  depth, batch_size, engine_timeout)
     summary = grow(book, evaluator=evaluator, evaluator_options=options, strategy=strategy,
-                   playouts=playouts, batch_size=batch_size or 1, trials=trials,
+                   playouts=playouts, batch_size=batch_size, trials=trials,
                    positions=positions, seconds=seconds, color=color, roots=roots,
                    max_ply=max_ply, eval_threshold=eval_threshold, temperature=temperature,
                    draw_value_black=draw_value_black / 1000,

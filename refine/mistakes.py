@@ -50,6 +50,7 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
+from bookgen.evaluators import default_batch_size
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
 from bookgen.runcontrol import mark_dead_runs, stop_on_interrupt
@@ -236,11 +237,12 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
              opp_threshold: int | None = None, diff: int = DEFAULT_DIFF, iterate: bool = False,
              max_iterations: int = 3, evaluator: str = "builtin",
              evaluator_options: dict[str, Any] | None = None, playouts: int = 200,
-             expand: int = 2, workers: int = 1, seed: int = 0,
+             batch_size: int | None = None, expand: int = 2, workers: int = 1, seed: int = 0,
              progress: bool = True) -> MistakesSummary:
     """Find (and with ``iterate`` work on) the book's evaluation mistakes; records
     them in the ``mistakes`` table under a ``refine mistakes`` run. See the module
-    docstring and ``bookgen refine mistakes --help``."""
+    docstring and ``bookgen refine mistakes --help``. ``batch_size`` (None: the
+    evaluator's default) goes to the grow runs of ``iterate``."""
     for name, value in (("--threshold", threshold), ("--diff", diff),
                         ("--opp-threshold", opp_threshold)):
         if value is not None and value < 0:
@@ -262,7 +264,10 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
                   "iterate": iterate, "max_iterations": max_iterations if iterate else None,
                   "evaluator": evaluator if iterate else None,
                   "evaluator_options": evaluator_options if iterate else None,
-                  "playouts": playouts if iterate else None, "expand": expand if iterate else None,
+                  "playouts": playouts if iterate else None,
+                  "batch_size": ((batch_size or default_batch_size(evaluator)) if iterate
+                                 else None),
+                  "expand": expand if iterate else None,
                   "workers": workers, "seed": seed}
         with store.transaction():
             run_id = store.begin_run("refine mistakes", params, evaluator=key["engine"])
@@ -273,7 +278,8 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
         try:
             with stop_on_interrupt() as stop:
                 status = _rounds(store, summary, stop, iterate, max_iterations, evaluator,
-                                 evaluator_options, playouts, expand, workers, seed, progress)
+                                 evaluator_options, playouts, batch_size, expand, workers, seed,
+                                 progress)
         finally:
             summary.status = status
             with store.transaction():
@@ -309,7 +315,8 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
 
 def _rounds(store: Book, summary: MistakesSummary, stop: threading.Event, iterate: bool,
             max_iterations: int, evaluator: str, evaluator_options: dict[str, Any] | None,
-            playouts: int, expand: int, workers: int, seed: int, progress: bool) -> str:
+            playouts: int, batch_size: int | None, expand: int, workers: int, seed: int,
+            progress: bool) -> str:
     flagged_before: set[int] = set()
     iteration = 0
     while True:
@@ -326,14 +333,14 @@ def _rounds(store: Book, summary: MistakesSummary, stop: threading.Event, iterat
         iteration += 1
         flagged_before.update(m.position_id for m in found)
         status = _extend(store, summary, new, evaluator, evaluator_options, playouts,
-                         expand, workers, seed + iteration, progress)
+                         batch_size, expand, workers, seed + iteration, progress)
         if status != "done" or stop.is_set():
             return status if status != "done" else "interrupted"
 
 
 def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator: str,
-            evaluator_options: dict[str, Any] | None, playouts: int, expand: int,
-            workers: int, seed: int, progress: bool) -> str:
+            evaluator_options: dict[str, Any] | None, playouts: int, batch_size: int | None,
+            expand: int, workers: int, seed: int, progress: bool) -> str:
     """One ``iter_diff_eval`` step: grow from the positions after the chosen moves,
     propagate, search what was added. Returns the status of the step."""
     roots: dict[str, None] = {}
@@ -365,6 +372,7 @@ def _extend(store: Book, summary: MistakesSummary, new: list[Mistake], evaluator
             Path(roots_file).write_text(root + "\n", encoding="utf-8")
             grown = grow(store.path, evaluator=evaluator, evaluator_options=evaluator_options,
                          roots=roots_file, positions=expand, playouts=playouts,
+                         batch_size=batch_size,
                          eval_threshold=MATE_VALUE, seed=seed * 100_003 + number,
                          progress=progress)
             grow_runs.append(grown.run_id)

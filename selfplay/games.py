@@ -577,7 +577,7 @@ def _worker_play(index: int) -> GameRecord:
 
 def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str = "builtin",
              black: str | None = None, white: str | None = None, playouts: int = 100,
-             batch_size: int = 1, random_moves: int = 4, temperature: float = 1.0,
+             batch_size: int | None = None, random_moves: int = 4, temperature: float = 1.0,
              random_cutoff: float = 0.9, csa_dir: str | Path | None = None, workers: int = 1,
              max_ply: int = 320, resign: int | None = None, resign_moves: int = 3,
              out_min: str | Path | None = None, min_ply: int = 0, seed: int = 0,
@@ -594,10 +594,12 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
     player for that side (see the module docstring for player specs).
     ``engine_options`` go to every USI player, ``black_engine_options`` /
     ``white_engine_options`` to one side's only. ``evaluator_options`` go to
-    the evaluators of MCTS players. See ``bookgen selfplay --help``.
+    the evaluators of MCTS players. ``batch_size`` None gives each MCTS player its
+    evaluator's default (:func:`bookgen.evaluators.default_batch_size`). See
+    ``bookgen selfplay --help``.
     """
     for name, value, low in (("--games", games, 1), ("--playouts", playouts, 1),
-                             ("--batch-size", batch_size, 1), ("--workers", workers, 1),
+                             ("--batch-size", batch_size or 1, 1), ("--workers", workers, 1),
                              ("--max-ply", max_ply, 1), ("--resign-moves", resign_moves, 1),
                              ("--random-moves", random_moves, 0), ("--min-ply", min_ply, 0)):
         if value < low:
@@ -625,8 +627,12 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
     start_records = read_starts(starts)
 
     def config(spec: str, side_options: dict[str, str] | None) -> PlayerConfig:
+        from bookgen.evaluators import default_batch_size
+
         return PlayerConfig(
-            spec=spec, playouts=playouts, batch_size=batch_size, random_moves=random_moves,
+            spec=spec, playouts=playouts,
+            batch_size=batch_size if batch_size is not None else default_batch_size(spec),
+            random_moves=random_moves,
             temperature=temperature, random_cutoff=random_cutoff,
             evaluator_options=tuple(sorted((evaluator_options or {}).items())),
             engine_options=tuple({**(engine_options or {}), **(side_options or {})}.items()),

@@ -418,6 +418,56 @@ def test_grow_with_torch_and_onnx_models(tmp_path):
     check_grown_book(book)
 
 
+def test_network_evaluators_batch_leaves_by_default(tmp_path, monkeypatch):
+    """Without --batch-size, torch/onnx (and blend over them) evaluate leaves in
+    batches (grow, selfplay, refine mistakes --iterate); builtin one at a time; the
+    help texts say so."""
+    from bookgen.evaluators import network
+
+    model = tmp_path / "m.pt"
+    run_cli("model", "init", "-o", model, "--blocks", "1", "--channels", "8")
+    onnx = tmp_path / "m.onnx"
+    run_cli("model", "export-onnx", model, "-o", onnx)
+    sizes: list[int] = []
+    original = network.NetworkEvaluator.evaluate
+
+    def spy(self, boards):  # type: ignore[no-untyped-def]
+        sizes.append(len(boards))
+        return original(self, boards)
+
+    monkeypatch.setattr(network.NetworkEvaluator, "evaluate", spy)
+    book = tmp_path / "book.sqlite"
+    for spec in (f"torch:{model}", f"onnx:{onnx}", f"blend:{book}:torch:{model}", "builtin"):
+        sizes.clear()
+        result = run_cli("grow", "-b", book, "--evaluator", spec, "--playouts", "64",
+                         "--positions", "1", "--json")
+        run_id = json.loads(result.output)["run_id"]
+        conn = sqlite3.connect(book)
+        params = json.loads(conn.execute("SELECT params FROM runs WHERE id = ?",
+                                         (run_id,)).fetchone()[0])
+        conn.close()
+        if spec == "builtin":
+            assert params["batch_size"] == 1 and sizes == []
+        else:
+            assert params["batch_size"] == 16, spec
+            assert max(sizes) == 16, spec  # leaves reach the network 16 at a time
+    # selfplay: the MCTS players of both sides batch too
+    starts = tmp_path / "starts.txt"
+    starts.write_text("startpos\n")
+    sizes.clear()
+    run_cli("selfplay", "--starts", starts, "--games", "1", "-o", tmp_path / "g.hcpe",
+            "--player", f"onnx:{onnx}", "--playouts", "48", "--max-ply", "4")
+    assert max(sizes) == 16
+    sizes.clear()
+    run_cli("selfplay", "--starts", starts, "--games", "1", "-o", tmp_path / "h.hcpe",
+            "--player", f"onnx:{onnx}", "--playouts", "48", "--max-ply", "4",
+            "--batch-size", "4")
+    assert max(sizes) == 4
+    for command in (["grow"], ["selfplay"], ["refine", "mistakes"]):
+        text = " ".join(run_cli(*command, "--help").output.split())
+        assert "default: 16 for torch: and onnx:, 1 for builtin" in text, command
+
+
 def test_engine_crashing_once_is_restarted(tmp_path):
     book = tmp_path / "book.sqlite"
     engine = fake_engine("crash_engine.py", "--multipv", "--once-file", tmp_path / "crashed")
