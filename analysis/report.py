@@ -13,8 +13,10 @@ markup. The content:
 - the pairwise matrix: each pair's Elo difference with its margin and LOS
   from :mod:`analysis.pairstats` on that pair's games, counted per
   colour-swapped pair (pentanomial) when complete pairs exist;
-- the SPRT state of each requested ``(A, B, elo0, elo1)``, and with exactly
-  two players an Elo/LOS summary even without one;
+- the SPRT state of each requested ``(A, B, elo0, elo1)`` and of each SPRT a
+  ``bookgen match --sprt`` recorded in a results file (on that match's
+  games), from the engine under test's side, and with exactly two players an
+  Elo/LOS summary even without one;
 - outcomes: the per-player ending table and :func:`analysis.outcomes.test_rate`
   for every ending present, with its warnings and the note on paired games;
 - score by colour and game lengths;
@@ -32,7 +34,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
@@ -46,10 +48,10 @@ from analysis.document import (Block, Bullets, Heading, Image, Paragraph, Sectio
                                render_html_page, render_markdown_page)
 from analysis.outcomes import PAIRED_NOTE, RateTest, outcome_table, test_rate
 from analysis.pairstats import (EloEstimate, PairCounts, SprtResult, count_games,
-                                elo_pentanomial, elo_trinomial, sprt)
+                                elo_pentanomial, elo_trinomial, sprt, verdict_sentence)
 from analysis.ratings import RatingTable, _round_half_up, fit_ratings
 from analysis.report_book import BookSummary, book_section, read_book
-from analysis.results import Game, load_games
+from analysis.results import Game, load_games, recorded_sprts
 from bookgen import __version__
 from bookgen.errors import BookgenError
 
@@ -95,6 +97,7 @@ class Report:
     rate_tests: list[RateTest]
     book: BookSummary | None
     sections: list[Section]
+    sprt_sources: list[str] = field(default_factory=list)  # where each of ``sprts`` comes from
 
     @property
     def figures(self) -> list[Image]:
@@ -201,6 +204,20 @@ def build_report(results: Sequence[str | Path], *, book: str | Path | None = Non
     requested = [parse_sprt(spec, players) if isinstance(spec, str) else spec
                  for spec in sprt_tests]
     sprts = [sprt(games, a, b, elo0=float(e0), elo1=float(e1)) for a, b, e0, e1 in requested]
+    sprt_sources = ["requested with --sprt"] * len(sprts)
+    for recorded in recorded_sprts(paths):
+        prefix = f"{recorded['file']}#{recorded['match_id']}:"
+        match_games = [g for g in games if g.pair is not None and g.pair.startswith(prefix)]
+        try:
+            sprts.append(sprt(match_games, recorded["engine"], recorded["opponent"],
+                              elo0=float(recorded["elo0"]), elo1=float(recorded["elo1"]),
+                              alpha=float(recorded.get("alpha", 0.05)),
+                              beta=float(recorded.get("beta", 0.05)),
+                              model=recorded.get("model", "normalized")))
+        except BookgenError:
+            continue  # no game of that match yet
+        sprt_sources.append(f"recorded by bookgen match --sprt (match {recorded['match_id']} "
+                            f"of {recorded['file']}, its games only)")
     pairwise = _pairwise(games, players)
     outcomes = outcome_table(games).reindex(players).fillna(0).astype(int)
     endings = [c for c in outcomes.columns if c != "games" and outcomes[c].sum() > 0]
@@ -212,7 +229,7 @@ def build_report(results: Sequence[str | Path], *, book: str | Path | None = Non
     report = Report(title=title or DEFAULT_TITLE, generated_at=stamp, sources=sources,
                     games=len(games), players=players, ratings=ratings, pairwise=pairwise,
                     sprts=sprts, outcomes=outcomes, rate_tests=rate_tests, book=book_summary,
-                    sections=[])
+                    sections=[], sprt_sources=sprt_sources)
     report.sections = [
         _provenance_section(report, book, simulations, seed, white_advantage, draw_rate),
         _ratings_section(ratings),
@@ -340,11 +357,12 @@ def _pairwise_section(report: Report) -> Section:
     return section
 
 
-def _sprt_blocks(result: SprtResult) -> list[Block]:
+def _sprt_blocks(result: SprtResult, source: str) -> list[Block]:
     c, e = result.counts, result.estimate
     kind = "normalised Elo" if result.model == "normalized" else "logistic Elo"
-    verdict = {"H1": "H1 accepted", "H0": "H0 accepted", None: "continue"}[result.verdict]
-    rows = [["games", f"{c.games} (W {c.wins}, D {c.draws}, L {c.losses})"],
+    rows = [["engine under test", f"{result.engine} (W, D, L, Elo from its side)"],
+            ["test", source],
+            ["games", f"{c.games} (W {c.wins}, D {c.draws}, L {c.losses})"],
             ["pentanomial", f"{_penta_text(c)} ({plural(c.pairs, 'complete pair')}, "
                             f"{plural(c.unpaired, 'game')} outside a complete pair)"],
             ["basis", result.basis],
@@ -354,8 +372,9 @@ def _sprt_blocks(result: SprtResult) -> list[Block]:
             ["hypotheses", f"{kind}: H0 {result.elo0:g}, H1 {result.elo1:g} "
                            f"(alpha {result.alpha:g}, beta {result.beta:g})"],
             ["LLR", f"{result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}]"],
-            ["verdict", verdict]]
-    blocks: list[Block] = [Heading(f"SPRT: {result.engine} vs {result.opponent}"),
+            ["verdict", verdict_sentence(result)]]
+    blocks: list[Block] = [Heading(f"SPRT: {result.engine} (engine under test) vs "
+                                   f"{result.opponent}"),
                            Table(["", "value"], rows)]
     if result.basis == "pentanomial" and result.games_left_out:
         blocks.append(Paragraph(f"{plural(result.games_left_out, 'game')} outside a complete "
@@ -365,8 +384,9 @@ def _sprt_blocks(result: SprtResult) -> list[Block]:
 
 def _sprt_section(report: Report) -> Section:
     section = Section("sprt", "SPRT and head to head")
-    for result in report.sprts:
-        section.blocks.extend(_sprt_blocks(result))
+    sources = report.sprt_sources or ["requested with --sprt"] * len(report.sprts)
+    for result, source in zip(report.sprts, sources):
+        section.blocks.extend(_sprt_blocks(result, source))
     if len(report.players) == 2:
         a, b = report.players
         result = report.pairwise[(a, b)]
@@ -380,8 +400,9 @@ def _sprt_section(report: Report) -> Section:
             ["nElo", f"{_signed(e.nelo, 2)} ± {_margin(e.nelo_error, 2)}"],
             ["LOS", _percent(e.los, 2)]]))
     if not report.sprts:
-        section.blocks.append(Paragraph("No SPRT requested (--sprt A,B,ELO0,ELO1, bounds in "
-                                        "normalised Elo).", "note"))
+        section.blocks.append(Paragraph("No SPRT requested (--sprt A,B,ELO0,ELO1: A is the "
+                                        "engine under test, bounds in normalised Elo) or "
+                                        "recorded by bookgen match --sprt.", "note"))
     return section
 
 
@@ -525,6 +546,8 @@ def write_markdown(report: Report, path: str | Path) -> Path:
 def report_summary(report: Report) -> dict[str, Any]:
     """A short JSON-ready summary (what the command prints)."""
     return {"games": report.games, "players": report.players,
-            "figures": len(report.figures), "sprt": [s.as_json() for s in report.sprts],
+            "figures": len(report.figures),
+            "sprt": [{**s.as_json(), "source": source} for s, source in
+                     zip(report.sprts, report.sprt_sources)],
             "ratings": report.ratings.as_json()["players"]}
 

@@ -219,10 +219,13 @@ def test_sprt_section(results_path, rendered):
     games = load_games([results_path])
     result = sprt(games, "gamma", "alpha", elo0=0, elo1=2)
     text = rendered["html"]
-    assert "SPRT: gamma vs alpha" in text
+    assert "SPRT: gamma (engine under test) vs alpha" in text
+    assert "<td>engine under test</td><td>gamma (W, D, L, Elo from its side)</td>" in text
     assert f"{result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}]" in text
-    verdict = {"H1": "H1 accepted", "H0": "H0 accepted", None: "continue"}[result.verdict]
-    assert f"<td>verdict</td><td>{verdict}</td>" in text
+    verdict = {"H1": "H1 accepted: gamma is stronger than alpha",
+               "H0": "H0 accepted: gamma is not stronger than alpha by 2 normalized Elo",
+               None: "continue: no verdict yet on gamma against alpha"}[result.verdict]
+    assert f"<td>verdict</td><td>{verdict}" in text
 
 
 def test_outcome_section(results_path, rendered):
@@ -262,7 +265,7 @@ def test_markdown_twin(rendered):
         assert not relative.startswith(("/", "http"))
         png = rendered["md_path"].parent / relative
         assert png.read_bytes().startswith(b"\x89PNG")
-    assert markdown_rows(md, "### SPRT: gamma vs alpha")[0] == ["", "value"]
+    assert markdown_rows(md, "### SPRT: gamma (engine under test) vs alpha")[0] == ["", "value"]
 
 
 def test_two_players_get_a_summary_without_sprt(tmp_path):
