@@ -168,6 +168,8 @@ def show_command(position: tuple[str, ...], book: str, svg: str | None, as_json:
 
     info = lookup_position(" ".join(position) or "startpos", book, svg=svg)
     click.echo(json.dumps(info, indent=2) if as_json else format_position(info))
+    if svg is not None:
+        click.echo(f"{svg}: board written", err=as_json)
 
 
 @main.command("merge")

@@ -226,6 +226,10 @@ def parse_position_spec(text: str) -> tuple[cshogi.Board, list[str]]:
         tokens = tokens[1:]
     if not tokens:
         raise InvalidPosition("empty position")
+    if tokens[0] == "moves" or _USI_MOVE_RE.fullmatch(tokens[0]):
+        moves = tokens[1:] if tokens[0] == "moves" else tokens
+        raise InvalidPosition("starts with a move, not a position; for moves from the initial "
+                              f"position write 'startpos moves {' '.join(moves)}'")
     if tokens[0] == "startpos":
         start = STARTPOS_SFEN + " 1"
         rest = tokens[1:]

@@ -237,6 +237,28 @@ def test_show_bad_position(show_book, spec):
     assert "Traceback" not in result.output + result.stderr
 
 
+@pytest.mark.parametrize("spec,moves", [("7g7f", "7g7f"), ("7g7f 3c3d", "7g7f 3c3d"),
+                                        ("moves 7g7f", "7g7f"), ("P*5e", "P*5e")])
+def test_show_moves_without_a_position_suggest_startpos(show_book, spec, moves):
+    book, _ = show_book
+    result = run_cli("show", "-b", book, *spec.split(), expect=2)
+    assert result.stderr.strip() == (
+        f"bookgen: error: position {spec!r}: starts with a move, not a position; for moves "
+        f"from the initial position write 'startpos moves {moves}'")
+
+
+def test_show_svg_says_where_it_wrote(show_book, tmp_path):
+    book, after_key = show_book
+    svg = tmp_path / "board.svg"
+    result = run_cli("show", "-b", book, "--svg", svg, "startpos moves 7g7f")
+    assert result.stdout.rstrip().endswith(f"{svg}: board written")
+    assert svg.exists()
+    # With --json the confirmation goes to stderr: stdout stays one JSON document.
+    result = run_cli("show", "--json", "-b", book, "--svg", svg, "startpos moves 7g7f")
+    assert json.loads(result.stdout)["sfen"] == after_key
+    assert result.stderr.strip() == f"{svg}: board written"
+
+
 # ---------------------------------------------------------------- merge
 
 
