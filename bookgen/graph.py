@@ -271,9 +271,9 @@ class BookGraph:
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes.values())
 
-
     def _upsert_position(self, book: Book, sfen: str, board: cshogi.Board, ply: int | None,
                          run_id: int) -> int:
+        """The position's id, inserting its row (counted) when it is new."""
         row = book.conn.execute("SELECT id, ply FROM positions WHERE sfen = ?",
                                 (sfen,)).fetchone()
         if row is not None:
