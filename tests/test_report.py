@@ -18,7 +18,6 @@ import random
 import re
 import shutil
 import sqlite3
-import subprocess
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -35,7 +34,7 @@ from analysis.report import build_report, parse_sprt, write_html
 from analysis.results import ResultsFile, load_games, write_pgn_game
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
-from conftest import STARTPOS, dump_book, run_cli
+from conftest import STARTPOS, dump_book, run_chromium, run_cli
 
 NASTY = '<script>alert(1)</script>&"x"'
 PIPE = "a|b`c"
@@ -500,31 +499,10 @@ def test_writes_are_atomic(results_path, tmp_path, monkeypatch):
 # a real browser
 
 
-CHROMIUM_TIMEOUT = 180
-
-
-def _chromium() -> str:
-    for candidate in ("/usr/bin/chromium", shutil.which("chromium") or ""):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.fail("chromium is not installed: run 'make engines' (it installs chromium) or "
-                "apt-get install chromium")
-
-
-def _run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [binary, "--headless", "--disable-gpu", "--no-sandbox",
-               "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars",
-               f"--user-data-dir={profile}", *args]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT)
-    assert proc.returncode == 0, f"{' '.join(command)}: exit {proc.returncode}\n{proc.stderr}"
-    return proc
-
-
 def test_chromium_renders_the_report(rendered, tmp_path):
-    binary = _chromium()
     url = rendered["html_path"].resolve().as_uri()
     started = time.monotonic()
-    dom = _run_chromium(binary, tmp_path / "profile-dom", "--dump-dom", url).stdout
+    dom = run_chromium(tmp_path / "profile-dom", "--dump-dom", url).stdout
     page = parse_page(dom)
     assert "ratings" in page.tables, "the rendered DOM has no ratings table"
     names = {row[1] for row in page.tables["ratings"][1:]}
@@ -532,8 +510,8 @@ def test_chromium_renders_the_report(rendered, tmp_path):
     assert len(page.images) >= 4
 
     shot = tmp_path / "shot.png"
-    _run_chromium(binary, tmp_path / "profile-shot", f"--screenshot={shot}",
-                  "--window-size=1280,2000", url)
+    run_chromium(tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,2000",
+                 url)
     print(f"chromium took {time.monotonic() - started:.1f} s")
     with Image.open(io.BytesIO(shot.read_bytes())) as image:
         assert image.size == (1280, 2000)
