@@ -264,21 +264,57 @@ def test_markdown_twin(rendered):
     assert markdown_rows(md, "### SPRT: gamma vs alpha")[0] == ["", "value"]
 
 
-def test_two_players_get_a_summary_without_sprt(tmp_path):
+def estimates_of(rows: list[list[str]]) -> set[str]:
+    """The numbers written with two decimals in a table's cells: Elo, nElo, their
+    margins, LOS (counts and rates have none or one), unsigned."""
+    return {n for row in rows for cell in row for n in re.findall(r"\d+\.\d\d\b", cell)}
+
+
+def repeated_tables(page: _Page) -> list[tuple[str, str]]:
+    """Pairs of tables (ids) that show two or more of the same estimates."""
+    tables = {name: estimates_of(rows[1:]) for name, rows in page.tables.items()}
+    names = list(tables)
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+            if len(tables[a] & tables[b]) >= 2]
+
+
+def test_two_player_report_shows_each_fact_once(tmp_path):
     path = write_results(tmp_path / "two.sqlite", ["old", "new"], pairs_per_opponent=12)
-    out = tmp_path / "two.html"
-    run_cli("report", path, "-o", out, "-s", "0")
+    out, md_path = tmp_path / "two.html", tmp_path / "two.md"
+    run_cli("report", path, "-o", out, "--markdown", md_path, "-s", "0", "--sprt", "new,old,0,2")
     text = out.read_text()
-    assert "Summary: new vs old" in text or "Summary: old vs new" in text
-    games = load_games([path])
     page = parse_page(text)
+    games = load_games([path])
     first = page.tables["ratings"][1][1]
     second = "old" if first == "new" else "new"
     e = elo_pentanomial(count_games(games, first, second).penta)
-    assert f"<td>LOS</td><td>{e.los:.2f} %</td>" in text
-    assert "No SPRT requested" in text
+    # The head to head, from the higher-rated side, without the ratings table's W/D/L.
+    assert f"Head to head: {first} vs {second}" in text
+    head = dict(page.tables["head-to-head"][1:])
+    assert head["LOS"] == f"{e.los:.2f} %"
+    assert head["Elo"] == f"{e.elo:+.2f} ± {e.elo_error:.2f}"
+    assert "games" not in head and "W" not in head
+    # No matrix showing the one pair twice, no summary repeating it.
+    assert "pairwise-matrix" not in page.tables and "pairwise-details" not in page.tables
+    assert "Summary:" not in text
+    # The SPRT keeps what is its own.
+    sprt_rows = markdown_rows(md_path.read_text(), "### SPRT: new vs old")
+    assert [row[0] for row in sprt_rows] == ["", "hypotheses", "LLR", "verdict"]
+    # One test per ending pair ('checkmate loss' of one is 'checkmate win' of the other).
+    endings = re.findall(r"<h3>Ending: ([^<]+)</h3>", text)
+    assert "checkmate win" in endings and "checkmate loss" not in endings
+    assert not repeated_tables(page), repeated_tables(page)
     # No simulations: no errors, CFS shown as in Ordo's table.
     assert [row[3] for row in page.tables["ratings"][1:]] == ["----", "----"]
+
+
+def test_two_player_report_without_sprt(tmp_path):
+    path = write_results(tmp_path / "two.sqlite", ["old", "new"], pairs_per_opponent=6)
+    out = tmp_path / "two.html"
+    run_cli("report", path, "-o", out, "-s", "0")
+    text = out.read_text()
+    assert "No SPRT requested" in text and "head-to-head" in parse_page(text).tables
+    assert not repeated_tables(parse_page(text))
 
 
 def test_pgn_and_results_files_together(results_path, tmp_path):
