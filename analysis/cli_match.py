@@ -44,9 +44,9 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
               help="A USI engine player (repeat for more; NAME=builtin is the built-in "
                    "player). Players keep this order.")
 @click.option("--builtin", "builtins", multiple=True, metavar="NAME",
-              help="A built-in player (alpha-beta with a node budget; options "
-                   "NAME:nodes=N, NAME:depth=D), after the --engine players. Needs "
-                   "nothing installed.")
+              help="A built-in player (alpha-beta; options NAME:depth=D, default 64, and "
+                   "NAME:nodes=N, default 20000, a budget the first iteration ignores), "
+                   "after the --engine players. Needs nothing installed.")
 @click.option("--option", "options", multiple=True, metavar="NAME:KEY=VALUE",
               help="A USI option (or built-in setting) for one player.")
 @click.option("--openings", required=True, type=click.Path(dir_okay=False),

@@ -184,12 +184,12 @@ def book_section(book: BookSummary) -> Section:
              "moves (in book)"], rows, id="book-runs",
             numeric=[True, False, False, False] + [True] * 7))
         section.blocks.append(Image("book_growth", "Book size run after run",
-                                    plots.book_growth_plot(
+                                    plots.png(plots.book_growth_plot(
                                         [int(r["id"]) for r in book.runs],
                                         {"positions (in book)": held_positions,
                                          "moves (in book)": held_moves,
                                          "positions (reported)": reported_positions,
-                                         "moves (reported)": reported_moves})))
+                                         "moves (reported)": reported_moves}))))
     else:
         section.blocks.append(Paragraph("The book has no runs."))
     if book.plies or any(book.values.values()):
@@ -201,10 +201,10 @@ def book_section(book: BookSummary) -> Section:
                                             "best move (cp for the side to move)"))
     if book.plies:
         section.blocks.append(Image("book_ply", "Ply of the book positions",
-                                    plots.ply_histogram(book.plies)))
+                                    plots.png(plots.ply_histogram(book.plies))))
     if any(book.values.values()):
         section.blocks.append(Image("book_values", "Best move value of the book positions",
-                                    plots.value_histogram(book.values)))
+                                    plots.png(plots.value_histogram(book.values))))
     section.blocks.append(Heading("Mistakes found by refine"))
     if not book.mistakes:
         section.blocks.append(Paragraph("No mistakes recorded (no 'refine mistakes' run found "
@@ -226,7 +226,7 @@ def book_section(book: BookSummary) -> Section:
     section.blocks.append(Table(["run", "iteration", "started", *kinds, "total"], rows,
                                 id="book-mistakes",
                                 numeric=[True, True, False] + [True] * (len(kinds) + 1)))
+    series = {k: [grouped[key][k] for key in grouped] for k in kinds}
     section.blocks.append(Image("book_mistakes", "Mistakes per refine run (run/iteration)",
-                                plots.mistakes_plot(labels, {k: [grouped[key][k] for key in
-                                                                 grouped] for k in kinds})))
+                                plots.png(plots.mistakes_plot(labels, series))))
     return section
