@@ -25,10 +25,8 @@ The 256 bits of an hcp are read least significant bit of each byte first:
 
 Every piece of the set is on the board or in a hand, so the codes fill the
 256 bits exactly. (Layout checked against ``Board.to_hcp`` on random
-positions: tests/test_hcp.py.) ``bestMove16`` is cshogi's ``move16``: the
-destination square, the origin square (81 + piece kind - 1 for a drop, pawn
-first in the order P L N S B R G) shifted by 7, and the promotion flag at bit
-14.
+positions: tests/test_hcp.py.) ``bestMove16`` is cshogi's ``move16``
+(:mod:`bookgen.formats.move16`).
 """
 
 from __future__ import annotations
@@ -40,6 +38,7 @@ import cshogi
 import numpy as np
 
 from bookgen.errors import BookgenError
+from bookgen.formats.move16 import move16_to_usi
 from bookgen.position import (PIECE_LIMITS, InvalidMove, InvalidPosition, check_board,
                               parse_move)
 
@@ -56,7 +55,6 @@ _BOARD_KINDS = [(cshogi.PAWN, "0", True), (cshogi.LANCE, "100", True),
 # Hand codes, in cshogi's pieces_in_hand order P L N S G B R.
 _HAND_KINDS = ["00", "1000", "1100", "1010", "1110", "111110", "111111"]
 _HAND_LETTERS = "PLNSGBR"
-_DROP_LETTERS = "PLNSBRG"   # move16 drop origins 81.. in cshogi's piece order
 _WHITE = 16                 # cshogi: white piece = black piece + 16
 _PROMOTED = 8               # cshogi: promoted piece = piece + 8
 
@@ -193,17 +191,6 @@ def _decode(hcp: np.ndarray) -> DecodedHcp:
         for count in np.unique(total[(total > limit) & ~bad]).tolist():
             fail(total == count, f"{count} pieces of kind {letter}, at most {limit} exist")
     return DecodedHcp(turn, board, hands.astype(np.uint8), problem)
-
-
-def move16_to_usi(move16: int) -> str | None:
-    """The USI text of a cshogi ``move16``, or None if it is not a move's encoding."""
-    to, origin, promote = move16 & 0x7F, move16 >> 7 & 0x7F, move16 >> 14
-    if to >= 81 or promote > 1 or origin >= 81 + len(_DROP_LETTERS) or origin == to:
-        return None
-    target = f"{to // 9 + 1}{'abcdefghi'[to % 9]}"
-    if origin >= 81:
-        return None if promote else f"{_DROP_LETTERS[origin - 81]}*{target}"
-    return f"{origin // 9 + 1}{'abcdefghi'[origin % 9]}{target}{'+' if promote else ''}"
 
 
 def check_hcp(hcp: np.ndarray, best_moves: np.ndarray | None = None,
