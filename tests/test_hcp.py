@@ -161,11 +161,25 @@ def test_hcpe_moves_and_results_are_checked(tmp_path):
 def test_file_sizes(tmp_path):
     (tmp_path / "odd.hcpe").write_bytes(hcpe_records(4, 2).tobytes()[:-5])
     with pytest.raises(BookgenError, match=r"71 bytes is not a whole number of 38-byte hcpe "
-                                           r"records \(1 records and 33 bytes more"):
+                                           r"records \(1 record and 33 bytes more"):
         read_hcpe(tmp_path / "odd.hcpe")
     (tmp_path / "empty.hcpe").write_bytes(b"")
     records, moves = read_hcpe(tmp_path / "empty.hcpe")
     assert len(records) == len(moves) == 0
+
+
+def test_a_start_position_needs_a_legal_move(tmp_path):
+    from selfplay.games import read_starts
+
+    rng = random.Random(13)
+    while True:                      # a random game until a mate
+        board, _ = random_walk(rng, 400)
+        if board.is_game_over():
+            break
+    hcp_records([cshogi.Board(), board]).tofile(tmp_path / "mate.hcp")
+    with pytest.raises(BookgenError, match=r"mate.hcp: record 1: the side to move has no "
+                                           r"legal move"):
+        read_starts(tmp_path / "mate.hcp")
 
 
 # --------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """hcp and hcpe files, checked before cshogi sees them.
 
 ``cshogi.HuffmanCodedPos`` (hcp, 32 bytes: dlshogi's ``roots.hcp``) and
-``cshogi.HuffmanCodedPosAndEval`` (hcpe, 38 bytes: an hcp, ``eval`` int16,
-``bestMove16`` uint16, ``gameResult`` uint8 and a padding byte: dlshogi's
-training data) are raw arrays of records. cshogi's ``Board.set_hcp`` trusts
+``cshogi.HuffmanCodedPosAndEval`` (hcpe, 38 bytes: an hcp, ``eval`` (16
+bits), ``bestMove16`` (16 bits), ``gameResult`` (a byte) and a padding byte:
+dlshogi's training data) are raw arrays of records. cshogi's ``Board.set_hcp`` trusts
 its input: a garbage record corrupts memory, and the process dies with a
 segfault later (at exit, or in the middle of training). So every record read
 from a file is decoded here first, in numpy and without cshogi, and checked
@@ -90,14 +90,21 @@ _BOARD_PIECE, _BOARD_LENGTH = _table(_board_codes())
 _HAND_INDEX, _HAND_LENGTH = _table([(f"{kind}{white}", white * 7 + index)
                                     for index, kind in enumerate(_HAND_KINDS)
                                     for white in (0, 1)])
-# Kind of each cshogi piece code for the piece limits (promoted pieces count as
-# their base kind; 0: empty or king), as an index into PIECE_LIMITS' order.
-_LIMIT_KINDS = list(PIECE_LIMITS)
-_KIND_OF = np.zeros(32, dtype=np.int8)
-for _piece, _letter in zip((cshogi.PAWN, cshogi.LANCE, cshogi.KNIGHT, cshogi.SILVER,
-                            cshogi.GOLD, cshogi.BISHOP, cshogi.ROOK), _HAND_LETTERS):
-    for _code in (_piece, _piece + _PROMOTED, _piece + _WHITE, _piece + _PROMOTED + _WHITE):
-        _KIND_OF[_code] = _LIMIT_KINDS.index(_letter) + 1
+
+
+def _kinds() -> np.ndarray:
+    """The kind of each cshogi piece code for the piece limits, as 1 + its index
+    in PIECE_LIMITS (promoted pieces count as their base kind; 0: empty, king)."""
+    kinds = np.zeros(32, dtype=np.int8)
+    letters = list(PIECE_LIMITS)
+    for piece, letter in zip((cshogi.PAWN, cshogi.LANCE, cshogi.KNIGHT, cshogi.SILVER,
+                              cshogi.GOLD, cshogi.BISHOP, cshogi.ROOK), _HAND_LETTERS):
+        for code in (piece, piece + _PROMOTED, piece + _WHITE, piece + _PROMOTED + _WHITE):
+            kinds[code] = letters.index(letter) + 1
+    return kinds
+
+
+_KIND_OF = _kinds()
 
 
 class InvalidRecord(BookgenError):
@@ -240,11 +247,12 @@ def check_hcp(hcp: np.ndarray, best_moves: np.ndarray | None = None,
 def _read(path: Path, dtype: np.dtype, what: str) -> np.ndarray:
     try:
         size = path.stat().st_size
-        if size % dtype.itemsize:
+        whole, more = divmod(size, dtype.itemsize)
+        if more:
             raise BookgenError(
                 f"{path}: {size} bytes is not a whole number of {dtype.itemsize}-byte {what} "
-                f"records ({size // dtype.itemsize} records and {size % dtype.itemsize} bytes "
-                "more: a truncated or different file?)")
+                f"records ({whole} record{'' if whole == 1 else 's'} and {more} bytes more: "
+                "a truncated or different file?)")
         return np.fromfile(path, dtype)
     except OSError as error:
         raise BookgenError(f"{path}: cannot read ({error.strerror})") from None
