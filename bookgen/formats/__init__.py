@@ -30,14 +30,16 @@ class Content:
     apery: str | None       # why it is not an Apery book (None: it may be one)
 
 
-def _decode(data: bytes, codec: str) -> str | None:
+def _decode(data: bytes, codec: str, errors: str = "strict") -> str | None:
     """``data`` decoded (the sample may end inside a character), None if it is not
-    text: undecodable, NUL characters or too many control characters."""
+    text: undecodable, NUL characters or too many control (or, with
+    ``errors="replace"``, undecodable) characters."""
     try:
-        text = codecs.getincrementaldecoder(codec)().decode(data, final=False)
+        text = codecs.getincrementaldecoder(codec)(errors).decode(data, final=False)
     except UnicodeDecodeError:
         return None
-    odd = sum(1 for ch in text if not (ch.isprintable() or ch in "\r\n\t\f\v"))
+    odd = sum(1 for ch in text
+              if not (ch.isprintable() or ch in "\r\n\t\f\v") or ch == "\ufffd")
     if "\0" in text or odd > _MAX_ODD_CHARACTERS * max(len(text), 1):
         return None
     return text
@@ -57,6 +59,8 @@ def examine(path: Path) -> Content:
         # CP932 (Shift_JIS) comments; their ASCII lines read the same in UTF-8.
         text = _decode(head, "cp932")
         codec = "cp932" if text is not None else codec
+        if text is None:    # a few damaged bytes in text
+            text = _decode(head[bom:], codec, "replace")
     db2016 = False
     if text is not None:
         lines = [line.strip() for line in text.replace("\r", "\n").split("\n")]
