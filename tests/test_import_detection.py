@@ -178,3 +178,15 @@ def test_content_that_contradicts_the_format_given(tmp_path, apery_book):
     assert "book.bin: --format db2016, but the file is not text (it looks like an Apery " \
            "book)" in result.stderr
     assert not (tmp_path / "b.sqlite").exists()
+
+
+def test_a_few_damaged_bytes_leave_a_text_book_text(tmp_path, expected):
+    data = bytearray(TEXT.encode("utf-8"))
+    lines = TEXT.split("\n")
+    damaged = next(i for i, line in enumerate(lines) if i > 10 and not line.startswith("sfen"))
+    offset = len("\n".join(lines[:damaged])) + 1
+    data[offset:offset + 2] = b"\x81 "               # not UTF-8 nor CP932
+    (tmp_path / "d.db").write_bytes(bytes(data))
+    result = run_cli("import", tmp_path / "d.db", "-b", tmp_path / "b.sqlite")
+    assert f"{tmp_path / 'd.db'}:{damaged + 1}: invalid move line" in result.stderr
+    assert len(book_entries(tmp_path / "b.sqlite")) == len(expected) - 1
