@@ -134,7 +134,10 @@ def _nothing_read(path: Path, info: dict[str, Any], diagnostics: Diagnostics,
                   roots: str | Path | None) -> str:
     """What was read from a non-empty file that gave no position, and why."""
     problems = [p for p in diagnostics.problems if p.source == str(path)]
-    first = f" (first: line {problems[0].line}: {problems[0].reason})" if problems else ""
+    first = ""
+    if problems:
+        line = f"line {problems[0].line}: " if problems[0].line is not None else ""
+        first = f" (first: {line}{problems[0].reason})"
     if info["format"] == "apery":
         reached = "the initial position" + (f" or the positions of {roots}" if roots else "")
         return (f"{info['records']} Apery records under {info['keys']} keys, none reached "

@@ -20,11 +20,11 @@ hcpe, as ``bookgen selfplay`` writes them). Each record gives:
 
 The loss is the sum of the two. A record that does not hold a valid
 position, whose best move is not legal there, or whose ``gameResult`` is not
-0, 1 or 2 is an error (file and record named) before anything is trained:
-such a file is not dlshogi training data. A share ``val_split`` of the records (chosen with ``seed``) is held
-out; loss and accuracy (policy: the best move is the top label; value: the
-sign of the prediction agrees with a decisive result) are reported on it
-after every epoch, on the training records before and after training (a
+0, 1 or 2 is an error (file and record named) before anything is trained.
+A share ``val_split`` of the records (chosen with ``seed``) is held out;
+loss and accuracy (policy: the best move is the top label; value: the sign
+of the prediction agrees with a decisive result) are reported on it after
+every epoch, on the training records before and after training (a
 sample of at most ``TRAIN_METRICS_SAMPLE`` of them), and on ``eval_on``
 files before and after. The model is saved in :mod:`bookgen.network`'s
 format, loadable as ``torch:PATH``. Ctrl-C stops after the current batch
