@@ -20,8 +20,9 @@ Records are read with cshogi's parsers (``CSA.Parser``, ``KIF.Parser``), in a
 child process: the CSA parser is C++ and crashes the whole interpreter on some
 malformed records (an incomplete ``P1``..``P9`` board, a bad piece code, a
 score comment before the first move). A record that crashes it, cannot be
-decoded (UTF-8 and CP932/Shift_JIS are tried), has an invalid start position or
-an illegal move is reported as ``FILE: reason`` and skipped, or with
+decoded (UTF-8 and CP932/Shift_JIS are tried), holds neither a move nor a
+result (an empty or header-only file), has an invalid start position or an
+illegal move is reported as ``FILE: reason`` and skipped, or with
 ``strict`` ends the run before the output is touched.
 """
 
@@ -71,6 +72,7 @@ class RawGame:
     moves: list[int]
     comments: list[str | None]
     ratings: tuple[float, float] | None
+    ended: bool = False       # a result is recorded (resignation, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +192,10 @@ def _parse_with_cshogi(kind: str, text: str) -> RawGame:
         parser = parsers[0]
         ratings = parser.ratings
         return RawGame(parser.sfen, list(parser.moves), list(parser.comments),
-                       (float(ratings[0]), float(ratings[1])))
+                       (float(ratings[0]), float(ratings[1])), bool(parser.endgame))
     parser = KIF.Parser.parse_str(text)
-    return RawGame(parser.sfen, list(parser.moves), list(parser.comments), None)
+    return RawGame(parser.sfen, list(parser.moves), list(parser.comments), None,
+                   bool(parser.endgame))
 
 
 def _describe(error: Exception) -> str:
@@ -327,6 +330,8 @@ def kif_value(comment: str | None) -> int | None:
 
 
 def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> Game:
+    if not raw.moves and not raw.ended:
+        raise BadRecord("no moves and no result: an empty or header-only record")
     if not raw.sfen:
         raise BadRecord("no start position")
     try:

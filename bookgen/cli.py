@@ -39,7 +39,8 @@ def main() -> None:
 @book_option
 @click.option("--format", "fmt", type=click.Choice(["auto", "db2016", "apery"]),
               default="auto", show_default=True,
-              help="Input format; auto looks at each file's content.")
+              help="Input format; auto looks at each file's content (a format given "
+                   "is refused for content that is clearly the other one).")
 @click.option("--strict", is_flag=True,
               help="Import nothing (exit 2, book untouched) if any entry is invalid, "
                    "instead of skipping invalid entries.")

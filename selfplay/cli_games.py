@@ -202,7 +202,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
     assert initial is not None and final is not None
     click.echo(f"{output}: {summary.blocks}x{summary.channels} network "
                f"({summary.parameters:,} parameters), {summary.train_records} training / "
-               f"{summary.validation_records} validation records ({summary.skipped} skipped), "
+               f"{summary.validation_records} validation records, "
                f"{len(summary.epochs)} epochs, {summary.samples_per_second:.0f} samples/s; "
                f"train loss {initial.loss:.4f} -> {final.loss:.4f}"
                + ("; interrupted" if summary.interrupted else ""))

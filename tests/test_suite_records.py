@@ -470,6 +470,37 @@ def test_strict_stops_without_touching_the_output(tmp_path):
     assert len(out.read_text().splitlines()) >= 1
 
 
+def test_empty_and_header_only_records_are_bad_records(tmp_path):
+    """An empty or header-only file is no game: reported and skipped, counted 0
+    games; a game that ends before its first move (a resignation) is one."""
+    root = tmp_path / "r"
+    root.mkdir()
+    game = random_game(random.Random(12), 30, values=(0,))
+    write_csa(root / "good.csa", game)
+    (root / "empty.kif").write_bytes(b"")
+    (root / "blank.kifu").write_text("\n\n")
+    (root / "header.csa").write_text("V2.2\nN+a\nN-b\nPI\n+\n")
+    for name, result in (("header.kif", None), ("resigned.kif", "resign")):
+        exporter = KIF.Exporter(str(root / name))
+        exporter.header(["a", "b"])
+        if result:
+            exporter.end(result)
+        exporter.close()
+    out = tmp_path / "s.txt"
+    summary = json.loads(suite("--from-records", root, "-o", out, "--min-moves", "0",
+                               "--plies", "1,5", "--json").stdout)
+    assert summary["records"] == {"files": 6, "read": 2, "skipped": 4}
+    reasons = {message.split(": ", 1)[0]: message.split(": ", 1)[1]
+               for message in summary["bad_records"]}
+    assert set(reasons) == {str(root / n) for n in ("empty.kif", "blank.kifu", "header.csa",
+                                                    "header.kif")}
+    assert all("empty or header-only" in reason for reason in reasons.values()), reasons
+    assert set(output_keys(out)) == set(expected([game], {1, 5}, 100))
+    result = suite("--from-records", root / "good.csa", root / "empty.kif", "-o", out,
+                   "--strict", expect=2)
+    assert f"{root / 'empty.kif'}: no moves and no result" in result.stderr
+
+
 def test_record_paths_as_arguments(tmp_path):
     rng = random.Random(8)
     games = [random_game(rng, 30, values=(0,)) for _ in range(3)]
