@@ -44,9 +44,9 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
               help="A USI engine player (repeat for more; NAME=builtin is the built-in "
                    "player). Players keep this order.")
 @click.option("--builtin", "builtins", multiple=True, metavar="NAME",
-              help="A built-in player (alpha-beta with a node budget; options "
-                   "NAME:nodes=N, NAME:depth=D), after the --engine players. Needs "
-                   "nothing installed.")
+              help="A built-in player (alpha-beta; options NAME:depth=D, default 64, and "
+                   "NAME:nodes=N, default 20000, a budget the first iteration ignores), "
+                   "after the --engine players. Needs nothing installed.")
 @click.option("--option", "options", multiple=True, metavar="NAME:KEY=VALUE",
               help="A USI option (or built-in setting) for one player.")
 @click.option("--openings", required=True, type=click.Path(dir_okay=False),
@@ -90,8 +90,11 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
               help="Also write each game as a CSA record in this directory.")
 @click.option("--seed", type=int, help="Shuffle the openings with this seed (file order "
                                        "without it).")
-@click.option("--sprt", "sprt", metavar="ELO0,ELO1",
-              help="Stop when a GSPRT between the two players ends (pairs format).")
+@click.option("--sprt", "sprt", metavar="ENGINE:ELO0,ELO1",
+              help="Stop when a GSPRT of ENGINE, the engine under test, against the other "
+                   "player ends (H0: ENGINE is ELO0 stronger, H1: ELO1 stronger; pairs "
+                   "format). Without 'ENGINE:' the first player is the engine under test "
+                   "(as in cutechess and fastchess), and the output says so.")
 @click.option("--sprt-alpha", type=float, default=0.05, show_default=True)
 @click.option("--sprt-beta", type=float, default=0.05, show_default=True)
 @click.option("--sprt-model", type=click.Choice(["normalized", "logistic"]),
@@ -128,14 +131,20 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
                           engine_timeout=engine_timeout)
     if not any((byoyomi, main_time, inc, nodes)):
         control = TimeControl(byoyomi=1000, margin=margin, engine_timeout=engine_timeout)
-    stop_when = None
+    test = None
     if sprt is not None:
-        stop_when = _sprt_stopper(sprt, players, sprt_alpha, sprt_beta, sprt_model)
+        from analysis.match import parse_match_sprt
+
+        test = parse_match_sprt(sprt, [p.name for p in players], alpha=sprt_alpha,
+                                beta=sprt_beta, model=sprt_model)
+        note = "" if test.named else (f" (the first player; name another with --sprt "
+                                      f"{test.opponent}:{sprt})")
+        click.echo(f"bookgen: {test.describe()}{note}", err=True)
     summary = run_match(players, openings, results, fmt=fmt, games=games, rounds=rounds,
                         control=control, max_ply=max_ply, resign=resign,
                         resign_moves=resign_moves, declaration_rule=declaration_rule,
                         concurrency=concurrency, pgn=pgn, csa_dir=csa_dir, seed=seed,
-                        stop_when=stop_when, progress=not quiet)
+                        sprt=test, progress=not quiet)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
         exit_if_interrupted(summary.interrupted, "rerun the same command to play the "
@@ -151,35 +160,12 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
                                               sorted(summary.reasons.items())))
     if summary.stopped_by:
         click.echo(f"  stopped: {summary.stopped_by}")
+    elif test is not None:
+        state = summary.sprt
+        click.echo(f"  SPRT for {test.engine} vs {test.opponent}: " + (
+            state["verdict_sentence"] if state is not None else "no game between them yet"))
     if summary.interrupted:
         from bookgen.runcontrol import in_flight
 
         click.echo(f"  interrupted: {in_flight(summary.dropped, 'game')}")
     exit_if_interrupted(summary.interrupted, "rerun the same command to play the missing games")
-
-
-def _sprt_stopper(text: str, players: list, alpha: float, beta: float, model: str):
-    try:
-        elo0, elo1 = (float(x) for x in text.split(","))
-    except ValueError:
-        raise BookgenError(f"bad --sprt {text!r}: expected ELO0,ELO1 (for example 0,5)") from None
-    if len(players) != 2:
-        raise BookgenError("--sprt needs exactly two players")
-    if elo0 >= elo1:
-        raise BookgenError("--sprt: ELO0 must be below ELO1")
-    from analysis.pairstats import sprt as run_sprt
-
-    first, second = players[0].name, players[1].name
-
-    def stop_when(games: list) -> str | None:
-        try:
-            result = run_sprt(games, first, second, elo0=elo0, elo1=elo1, alpha=alpha,
-                              beta=beta, model=model)
-        except BookgenError:
-            return None  # e.g. no game between the two yet: keep playing
-        if result.verdict is None:
-            return None
-        return f"SPRT {result.verdict} accepted (LLR {result.llr:.2f}, bounds " \
-               f"[{result.lower:.2f}, {result.upper:.2f}])"
-
-    return stop_when

@@ -20,8 +20,9 @@ from bookgen.errors import BookgenError
 @click.option("--markdown", default=None, type=click.Path(dir_okay=False),
               help="Also write a Markdown twin here, its figures in <stem>_files/ next to it.")
 @click.option("--sprt", "sprt_tests", multiple=True, metavar="A,B,ELO0,ELO1",
-              help="Show the SPRT state of A against B for H0 ELO0 / H1 ELO1 (normalised "
-                   "Elo, alpha = beta = 0.05); repeatable.")
+              help="Show the SPRT state of A, the engine under test, against B for H0 "
+                   "ELO0 / H1 ELO1 (normalised Elo, alpha = beta = 0.05); repeatable. The "
+                   "SPRTs of 'bookgen match --sprt' recorded in RESULTS are shown too.")
 @click.option("-W", "--white-advantage", is_flag=True,
               help="Fit the white (sente) advantage in the ratings (Ordo -W).")
 @click.option("-D", "--draw-rate", is_flag=True,

@@ -46,8 +46,8 @@ from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
 from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
-__all__ = ["FinishedGame", "MatchSettings", "MatchSummary", "play_game", "read_openings",
-           "run_match"]
+__all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
+           "play_game", "read_openings", "run_match"]
 
 RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRAW: "draw"}
 
@@ -100,6 +100,70 @@ def read_openings(path: str | Path) -> list[str]:
     from bookgen.roots import read_position_lines
 
     return [line for line, _board in read_position_lines(path, "openings")]
+
+
+# --------------------------------------------------------------------------
+# SPRT
+
+
+@dataclass(frozen=True)
+class MatchSprt:
+    """The GSPRT that can stop a match: ``engine`` is the engine under test, H0
+    ``elo0`` and H1 ``elo1`` its Elo difference over ``opponent``."""
+
+    engine: str
+    opponent: str
+    elo0: float
+    elo1: float
+    alpha: float = 0.05
+    beta: float = 0.05
+    model: str = "normalized"
+    named: bool = True   # False: the engine under test was not named (the first player)
+
+    def result(self, games: Sequence[Game]) -> Any:
+        """The test's state on ``games`` (an ``SprtResult``), None before any game
+        between the two."""
+        from analysis.pairstats import sprt
+
+        try:
+            return sprt(games, self.engine, self.opponent, elo0=self.elo0, elo1=self.elo1,
+                        alpha=self.alpha, beta=self.beta, model=self.model)
+        except BookgenError:
+            return None
+
+    def describe(self) -> str:
+        unit = "normalized Elo" if self.model == "normalized" else "Elo"
+        return (f"SPRT for {self.engine} (engine under test) vs {self.opponent}: H0 "
+                f"{self.elo0:g}, H1 {self.elo1:g} {unit}, alpha {self.alpha:g}, "
+                f"beta {self.beta:g}")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"engine": self.engine, "opponent": self.opponent, "elo0": self.elo0,
+                "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta, "model": self.model}
+
+
+def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
+                     beta: float = 0.05, model: str = "normalized") -> MatchSprt:
+    """``ENGINE:ELO0,ELO1`` (ENGINE is the engine under test) or ``ELO0,ELO1`` (the
+    first player is; ``named`` False) for a match between exactly two ``players``."""
+    if len(players) != 2:
+        raise BookgenError("--sprt needs exactly two players")
+    name, sep, bounds = text.rpartition(":")
+    try:
+        elo0, elo1 = (float(x) for x in bounds.split(","))
+    except ValueError:
+        raise BookgenError(f"bad --sprt {text!r}: expected ENGINE:ELO0,ELO1, the engine under "
+                           f"test and its Elo bounds (for example {players[0]}:0,5)") from None
+    if elo0 >= elo1:
+        raise BookgenError("--sprt: ELO0 must be below ELO1")
+    if not sep:
+        return MatchSprt(players[0], players[1], elo0, elo1, alpha, beta, model, named=False)
+    name = name.strip()
+    if name not in players:
+        raise BookgenError(f"--sprt {text!r}: no player named {name!r} (players: "
+                           f"{', '.join(players)})")
+    opponent = players[1] if name == players[0] else players[0]
+    return MatchSprt(name, opponent, elo0, elo1, alpha, beta, model)
 
 
 # --------------------------------------------------------------------------
@@ -225,6 +289,7 @@ class MatchSummary:
     interrupted: bool = False
     dropped: int = 0               # games in flight abandoned at Ctrl-C
     stopped_by: str | None = None
+    sprt: dict[str, Any] | None = None   # the SPRT's last state (SprtResult.as_json())
 
     @property
     def overhead_per_game(self) -> float:
@@ -276,18 +341,25 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
               concurrency: int = 1, pgn: str | Path | None = None,
               csa_dir: str | Path | None = None, seed: int | None = None,
               stop_when: Callable[[list[Game]], str | None] | None = None,
-              progress: bool = True) -> MatchSummary:
+              sprt: MatchSprt | None = None, progress: bool = True) -> MatchSummary:
     """Play a match and record it in ``results``; see ``bookgen match --help``.
 
     ``games`` is the number of games per pairing (even: whole pairs);
     ``rounds`` plays every opening that many times per pairing (one of the
     two; default one round). ``seed`` shuffles the openings (file order
     without it). ``stop_when`` is called with all games of the match after
-    each game; a non-None answer (a reason) ends the match early, as
-    ``--sprt`` does.
+    each game; a non-None answer (a reason) ends the match early. ``sprt``
+    ends it when its GSPRT accepts a hypothesis; it is recorded with the
+    match in the results file (``settings.sprt``, with its last state) and
+    its last state is in the summary.
     """
     control = control or TimeControl(byoyomi=1000)
     specs = _check_player_specs(players)
+    if sprt is not None:
+        if {sprt.engine, sprt.opponent} != set(specs) or sprt.engine == sprt.opponent:
+            raise BookgenError(f"--sprt: {sprt.engine} vs {sprt.opponent} is not this match's "
+                               f"pair ({', '.join(specs)})")
+        stop_when = _sprt_stop(sprt, stop_when)
     if fmt not in FORMATS:
         raise BookgenError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     if games is not None and rounds is not None:
@@ -345,6 +417,8 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         match_id = store.begin_match(key, {**key_settings, "openings_file": str(openings)},
                                      len(tasks))
         summary.match_id = match_id
+        if sprt is not None:
+            store.set_match_sprt(match_id, sprt.as_json())
         for spec in specs.values():
             store.add_player(spec.name, spec.spec, dict(spec.options), *identities[spec.name])
         done = store.finished_keys(match_id)
@@ -366,6 +440,11 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         if pgn_file is not None:
             pgn_file.close()
         if summary.match_id:
+            if sprt is not None:
+                state = sprt.result(_games_of(store, summary.match_id))
+                summary.sprt = state.as_json() if state is not None else None
+                store.set_match_sprt(summary.match_id, {**sprt.as_json(),
+                                                        "last": summary.sprt})
             store.end_match(summary.match_id, status)
         store.close()
     return summary
@@ -379,6 +458,23 @@ def _control_key(control: TimeControl) -> dict[str, Any]:
     if key["engine_timeout"] is None:
         key["engine_timeout"] = 60.0
     return key
+
+
+def _sprt_stop(sprt: MatchSprt, also: Callable[[list[Game]], str | None] | None
+               ) -> Callable[[list[Game]], str | None]:
+    from analysis.pairstats import verdict_sentence
+
+    def stop_when(games: list[Game]) -> str | None:
+        if also is not None:
+            reason = also(games)
+            if reason is not None:
+                return reason
+        result = sprt.result(games)
+        if result is None or result.verdict is None:
+            return None
+        return f"SPRT for {sprt.engine} vs {sprt.opponent}: {verdict_sentence(result)}"
+
+    return stop_when
 
 
 def _check_control(control: TimeControl) -> None:

@@ -38,7 +38,7 @@ from analysis.results import Game
 from bookgen.errors import BookgenError
 
 __all__ = ["EloEstimate", "PairCounts", "SprtResult", "count_games", "elo_pentanomial",
-           "elo_trinomial", "los_cutechess", "sprt", "sprt_llr"]
+           "elo_trinomial", "los_cutechess", "sprt", "sprt_llr", "verdict_sentence"]
 
 TRINOMIAL_SCORES = (0.0, 0.5, 1.0)
 PENTANOMIAL_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -280,6 +280,28 @@ def sprt_bounds(alpha: float, beta: float) -> tuple[float, float]:
 VERDICT_TEXT = {"H1": "H1 accepted", "H0": "H0 accepted", None: "continue"}
 
 
+def verdict_sentence(result: SprtResult) -> str:
+    """The verdict in words, from the engine under test's side, e.g. ``H1 accepted:
+    new is stronger than base (Elo difference nearer 5 than 0 normalized Elo)``."""
+    a, b = result.engine, result.opponent
+    unit = "normalized Elo" if result.model == "normalized" else "Elo"
+    e0, e1 = f"{result.elo0:g}", f"{result.elo1:g}"
+    if result.verdict is None:
+        return (f"continue: no verdict yet on {a} against {b} (H0 {e0}, H1 {e1} {unit}; "
+                f"LLR {result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}])")
+    if result.verdict == "H1":
+        claim = (f"{a} is stronger than {b}" if result.elo0 >= 0 else
+                 f"{a} is not weaker than {b} by {-result.elo0:g} {unit} or more")
+        nearer, other = e1, e0
+    else:
+        claim = (f"{a} is not stronger than {b} by {e1} {unit}" if result.elo1 > 0 else
+                 f"{a} is weaker than {b}")
+        nearer, other = e0, e1
+    return (f"{VERDICT_TEXT[result.verdict]}: {claim} (Elo difference of {a} over {b} "
+            f"nearer {nearer} than {other} {unit}; LLR {result.llr:.2f}, bounds "
+            f"[{result.lower:.2f}, {result.upper:.2f}])")
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
@@ -329,9 +351,12 @@ class SprtResult:
         lines.append(f"Elo: {e.elo:.2f} +/- {e.elo_error:.2f}, nElo: {e.nelo:.2f} +/- "
                      f"{e.nelo_error:.2f}, LOS: {e.los:.2f} % ({self.basis}, {e.games} games)")
         kind = "normalized Elo" if self.model == "normalized" else "logistic Elo"
-        lines.append(f"SPRT ({kind} [{self.elo0:g}, {self.elo1:g}], alpha {self.alpha:g}, "
+        lines.append(f"SPRT of {self.engine} (engine under test) against {self.opponent} "
+                     f"({kind} [{self.elo0:g}, {self.elo1:g}], alpha {self.alpha:g}, "
                      f"beta {self.beta:g}): LLR {self.llr:.2f} "
                      f"[{self.lower:.2f}, {self.upper:.2f}] -> {VERDICT_TEXT[self.verdict]}")
+        if self.verdict is not None:
+            lines.append(verdict_sentence(self))
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
@@ -342,7 +367,8 @@ class SprtResult:
         counts["games"], counts["pairs"] = self.counts.games, self.counts.pairs
         return {"engine": self.engine, "opponent": self.opponent, "llr": self.llr,
                 "lower": self.lower, "upper": self.upper, "verdict": self.verdict,
-                "verdict_text": VERDICT_TEXT[self.verdict], "elo0": self.elo0,
+                "verdict_text": VERDICT_TEXT[self.verdict],
+                "verdict_sentence": verdict_sentence(self), "elo0": self.elo0,
                 "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta,
                 "model": self.model, "basis": self.basis, "counts": counts,
                 "estimate": estimate, "games_left_out": self.games_left_out}

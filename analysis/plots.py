@@ -1,10 +1,12 @@
-"""Figures of ``bookgen report``, drawn with matplotlib and returned as PNG bytes.
+"""Figures of ``bookgen report``, drawn with matplotlib; :func:`png` turns one into PNG bytes.
 
-Every function builds a :class:`matplotlib.figure.Figure` directly (Agg
-canvas, no pyplot and no global figure registry), so nothing is left open
-and the report can be built from any thread. Labels that come from users
-and engines (player names, run commands) are drawn with mathtext parsing
-off, so a ``$`` in a name is never interpreted.
+Every function builds and returns a :class:`matplotlib.figure.Figure`
+directly (Agg canvas, no pyplot and no global figure registry), so nothing
+is left open and the report can be built from any thread. Labels that come
+from users and engines (player names, run commands) are drawn with mathtext
+parsing off, so a ``$`` in a name is never interpreted. Axes that count
+(games, positions, mistakes, plies) get whole-number ticks only, and legends
+sit above the axes, outside the plotted data.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ matplotlib.use("Agg")
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-__all__ = ["book_growth_plot", "colour_score_plot", "length_histogram", "mistakes_plot",
+__all__ = ["book_growth_plot", "colour_score_plot", "length_histogram", "mistakes_plot", "png",
            "ratings_plot", "value_histogram", "ply_histogram", "wdl_plot"]
 
 WIN, DRAW, LOSS = "#4c9a5b", "#b7b7b7", "#c8553d"
@@ -35,7 +38,8 @@ def _figure(width: float, height: float) -> tuple[Figure, Axes]:
     return figure, figure.add_subplot()
 
 
-def _png(figure: Figure) -> bytes:
+def png(figure: Figure) -> Figure:
+    """``figure`` as PNG bytes (the figure is cleared afterwards)."""
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         # Names in scripts the default font lacks (kanji) draw as boxes; fine.
@@ -43,6 +47,19 @@ def _png(figure: Figure) -> bytes:
         figure.savefig(buffer, format="png", dpi=DPI)
     figure.clear()
     return buffer.getvalue()
+
+
+def _counts(axis: object) -> None:
+    """Whole-number ticks on an axis of counts."""
+    axis.set_major_locator(MaxNLocator(integer=True))  # type: ignore[attr-defined]
+
+
+def _legend_above(figure: Figure, axes: Axes, columns: int | None = None) -> None:
+    """The axes' legend above them, outside the plotted area (constrained layout makes room)."""
+    handles, labels = axes.get_legend_handles_labels()
+    if handles:
+        figure.legend(handles, labels, loc="outside upper center", fontsize=8, frameon=False,
+                      ncols=columns or len(handles))
 
 
 def _height(rows: int) -> float:
@@ -59,7 +76,7 @@ def _name_ticks(axes: Axes, names: Sequence[str], *, horizontal: bool = True) ->
 
 
 def ratings_plot(names: Sequence[str], ratings: Sequence[float],
-                 errors: Sequence[float | None]) -> bytes:
+                 errors: Sequence[float | None]) -> Figure:
     """Ratings (best first, top to bottom) with their error bars when known."""
     figure, axes = _figure(8.0, _height(len(names)))
     y = list(range(len(names)))
@@ -71,11 +88,11 @@ def ratings_plot(names: Sequence[str], ratings: Sequence[float],
     axes.set_xlabel("rating (Ordo points)" + ("" if have_errors else "; no simulations, "
                                               "so no error bars"))
     axes.grid(axis="x", alpha=0.3)
-    return _png(figure)
+    return figure
 
 
 def wdl_plot(names: Sequence[str], wins: Sequence[int], draws: Sequence[int],
-             losses: Sequence[int]) -> bytes:
+             losses: Sequence[int]) -> Figure:
     """Stacked horizontal bars of each player's wins, draws and losses (share of games)."""
     figure, axes = _figure(8.0, _height(len(names)))
     totals = [max(w + d + l, 1) for w, d, l in zip(wins, draws, losses)]
@@ -91,12 +108,12 @@ def wdl_plot(names: Sequence[str], wins: Sequence[int], draws: Sequence[int],
     _name_ticks(axes, names)
     axes.set_xlim(0, 100)
     axes.set_xlabel("% of games (numbers: games)")
-    axes.legend(loc="lower right", ncols=3, fontsize=8, framealpha=0.9)
-    return _png(figure)
+    _legend_above(figure, axes)
+    return figure
 
 
 def colour_score_plot(names: Sequence[str], as_black: Sequence[float | None],
-                      as_white: Sequence[float | None]) -> bytes:
+                      as_white: Sequence[float | None]) -> Figure:
     """Grouped bars: each player's score (%) as black (sente) and as white (gote)."""
     figure, axes = _figure(8.0, _height(len(names)))
     y = list(range(len(names)))
@@ -109,11 +126,11 @@ def colour_score_plot(names: Sequence[str], as_black: Sequence[float | None],
     _name_ticks(axes, names)
     axes.set_xlim(0, 100)
     axes.set_xlabel("score (%)")
-    axes.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    return _png(figure)
+    _legend_above(figure, axes)
+    return figure
 
 
-def length_histogram(plies: Mapping[str, Sequence[int]]) -> bytes:
+def length_histogram(plies: Mapping[str, Sequence[int]]) -> Figure:
     """Histogram of game lengths in plies, stacked by how the game was decided."""
     figure, axes = _figure(8.0, 3.6)
     labels = list(plies)
@@ -126,12 +143,14 @@ def length_histogram(plies: Mapping[str, Sequence[int]]) -> bytes:
               color=[colours.get(label, "#888888") for label in labels])
     axes.set_xlabel("plies")
     axes.set_ylabel("games")
-    axes.legend(fontsize=8)
+    _counts(axes.xaxis)
+    _counts(axes.yaxis)
+    _legend_above(figure, axes)
     axes.grid(axis="y", alpha=0.3)
-    return _png(figure)
+    return figure
 
 
-def book_growth_plot(run_ids: Sequence[int], series: Mapping[str, Sequence[int]]) -> bytes:
+def book_growth_plot(run_ids: Sequence[int], series: Mapping[str, Sequence[int]]) -> Figure:
     """Cumulative counts run after run; series named "... (reported)" are dashed."""
     figure, axes = _figure(8.0, 3.6)
     styles = [(BLACK_SIDE, "o"), (WHITE_SIDE, "s"), (BLACK_SIDE, "^"), (WHITE_SIDE, "v")]
@@ -143,12 +162,13 @@ def book_growth_plot(run_ids: Sequence[int], series: Mapping[str, Sequence[int]]
     axes.set_ylabel("cumulative count")
     axes.set_xticks(list(run_ids))
     axes.set_ylim(bottom=0)
-    axes.legend(fontsize=8)
+    _counts(axes.yaxis)
+    _legend_above(figure, axes, columns=2)
     axes.grid(alpha=0.3)
-    return _png(figure)
+    return figure
 
 
-def ply_histogram(plies: Sequence[int]) -> bytes:
+def ply_histogram(plies: Sequence[int]) -> Figure:
     """Histogram of the ply of book positions."""
     figure, axes = _figure(8.0, 3.4)
     low, high = min(plies), max(plies)
@@ -156,11 +176,13 @@ def ply_histogram(plies: Sequence[int]) -> bytes:
               color=BLACK_SIDE)
     axes.set_xlabel("ply")
     axes.set_ylabel("positions")
+    _counts(axes.xaxis)
+    _counts(axes.yaxis)
     axes.grid(axis="y", alpha=0.3)
-    return _png(figure)
+    return figure
 
 
-def value_histogram(values: Mapping[str, Sequence[int]]) -> bytes:
+def value_histogram(values: Mapping[str, Sequence[int]]) -> Figure:
     """Overlaid histograms of the best move's value (cp), one per side to move."""
     figure, axes = _figure(8.0, 3.4)
     everything = [v for series in values.values() for v in series]
@@ -173,12 +195,13 @@ def value_histogram(values: Mapping[str, Sequence[int]]) -> bytes:
                       label=label)
     axes.set_xlabel("best move value (cp, side to move)")
     axes.set_ylabel("positions")
-    axes.legend(fontsize=8)
+    _counts(axes.yaxis)
+    _legend_above(figure, axes)
     axes.grid(axis="y", alpha=0.3)
-    return _png(figure)
+    return figure
 
 
-def mistakes_plot(labels: Sequence[str], counts: Mapping[str, Sequence[int]]) -> bytes:
+def mistakes_plot(labels: Sequence[str], counts: Mapping[str, Sequence[int]]) -> Figure:
     """Stacked bars of the mistakes found by each refine run (one series per kind)."""
     figure, axes = _figure(8.0, 3.4)
     x = list(range(len(labels)))
@@ -188,6 +211,7 @@ def mistakes_plot(labels: Sequence[str], counts: Mapping[str, Sequence[int]]) ->
         bottom = [a + b for a, b in zip(bottom, series)]
     axes.set_xticks(x, list(labels), parse_math=False)
     axes.set_ylabel("mistakes")
-    axes.legend(fontsize=8)
+    _counts(axes.yaxis)
+    _legend_above(figure, axes)
     axes.grid(axis="y", alpha=0.3)
-    return _png(figure)
+    return figure

@@ -20,8 +20,9 @@ Records are read with cshogi's parsers (``CSA.Parser``, ``KIF.Parser``), in a
 child process: the CSA parser is C++ and crashes the whole interpreter on some
 malformed records (an incomplete ``P1``..``P9`` board, a bad piece code, a
 score comment before the first move). A record that crashes it, cannot be
-decoded (UTF-8 and CP932/Shift_JIS are tried), has an invalid start position or
-an illegal move is reported as ``FILE: reason`` and skipped, or with
+decoded (UTF-8 and CP932/Shift_JIS are tried), holds neither a move nor a
+result (an empty or header-only file), has an invalid start position or an
+illegal move is reported as ``FILE: reason`` and skipped, or with
 ``strict`` ends the run before the output is touched.
 """
 
@@ -34,6 +35,7 @@ import re
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -70,6 +72,7 @@ class RawGame:
     moves: list[int]
     comments: list[str | None]
     ratings: tuple[float, float] | None
+    ended: bool = False       # a result is recorded (resignation, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +192,10 @@ def _parse_with_cshogi(kind: str, text: str) -> RawGame:
         parser = parsers[0]
         ratings = parser.ratings
         return RawGame(parser.sfen, list(parser.moves), list(parser.comments),
-                       (float(ratings[0]), float(ratings[1])))
+                       (float(ratings[0]), float(ratings[1])), bool(parser.endgame))
     parser = KIF.Parser.parse_str(text)
-    return RawGame(parser.sfen, list(parser.moves), list(parser.comments), None)
+    return RawGame(parser.sfen, list(parser.moves), list(parser.comments), None,
+                   bool(parser.endgame))
 
 
 def _describe(error: Exception) -> str:
@@ -326,6 +330,8 @@ def kif_value(comment: str | None) -> int | None:
 
 
 def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> Game:
+    if not raw.moves and not raw.ended:
+        raise BadRecord("no moves and no result: an empty or header-only record")
     if not raw.sfen:
         raise BadRecord("no start position")
     try:
@@ -367,9 +373,13 @@ def read_games(path: Path, parser: RecordParser) -> Iterator[Game | tuple[str, s
 
 
 def _replay(game: Game, wanted: Collection[int], last_ply: int, *, max_value: int,
-            max_line_value: int | None, ignore_values: bool) -> list[tuple[str, SuiteLine]]:
+            max_line_value: int | None, ignore_values: bool,
+            rejected: Counter[str] | None = None) -> list[tuple[str, SuiteLine]]:
     """Check every move of ``game``; return its positions that qualify, each
-    with its key (normalised sfen)."""
+    with its key (normalised sfen). ``rejected`` counts the positions at the
+    wanted plies left out, by reason (``no_value``, ``max_value``,
+    ``max_line_value``), and games that end before the first wanted ply
+    (``ends_early``)."""
     board = cshogi.Board(game.start)
     start = None if board_key(board) == STARTPOS_SFEN else game.start
     usi: list[str] = []
@@ -379,11 +389,15 @@ def _replay(game: Game, wanted: Collection[int], last_ply: int, *, max_value: in
     for index in range(len(game.moves) + 1):
         ply = index + 1
         value = game.values[index] if index < len(game.moves) else None
-        if line_ok and ply <= last_ply and ply in wanted and (
+        at_wanted = ply <= last_ply and ply in wanted
+        if at_wanted and line_ok and (
                 ignore_values or (value is not None and abs(value) <= max_value)):
             stm_value = value if value is None or board.turn == cshogi.BLACK else -value
             picked.append((index, stm_value))
             keys.append(board_key(board))
+        elif at_wanted and rejected is not None:
+            rejected["max_line_value" if not line_ok else
+                     "no_value" if value is None else "max_value"] += 1
         if max_line_value is not None and value is not None and abs(value) > max_line_value:
             line_ok = False
         if index == len(game.moves):
@@ -398,6 +412,8 @@ def _replay(game: Game, wanted: Collection[int], last_ply: int, *, max_value: in
             raise BadRecord(f"move {ply} is illegal or unreadable")
         usi.append(cshogi.move_to_usi(found))
         board.push(found)
+    if rejected is not None and wanted and len(game.moves) + 1 < min(wanted):
+        rejected["ends_early"] += 1
     return [(key, SuiteLine(tuple(usi[:index]), value, start))
             for key, (index, value) in zip(keys, picked)]
 
@@ -406,6 +422,37 @@ def _line_key(line: SuiteLine) -> tuple[bool, int, str]:
     """Which line stands for a position met more than once: from the initial
     position if possible, then the shortest, then the first in text order."""
     return line.start is not None, len(line.moves), line.text()
+
+
+def _empty_suite_reason(output: str | Path, files: int, skipped: int, counts: dict[str, int],
+                        rejected: Counter[str], min_moves: int, max_value: int,
+                        max_line_value: int | None) -> str:
+    """Why no position qualified, in one line, with the count of every rule that
+    left something out."""
+    def some(parts: list[tuple[int, str]]) -> str:
+        return ", ".join(f"{n} {text}" for n, text in parts if n)
+
+    read = f"{files} file{'s' if files != 1 else ''}, {counts['read']} games read"
+    if skipped:
+        read += f" ({skipped} skipped as bad records)"
+    games = some([(counts["too_short"], f"shorter than --min-moves {min_moves}"),
+                  (counts["unrated"], "without both ratings (--min-rating; see "
+                                      "--allow-unrated)"),
+                  (counts["below_min_rating"], "below --min-rating")])
+    positions = some([
+        (rejected["no_value"], "without a recorded evaluation (see --ignore-values)"),
+        (rejected["max_value"], f"beyond --max-value {max_value}"),
+        (rejected["max_line_value"], f"after an evaluation beyond --max-line-value "
+                                     f"{max_line_value}")])
+    text = f"no position qualified, {output} not written: {read}"
+    if games:
+        text += f"; games left out: {games}"
+    text += f"; {counts['used']} games used"
+    if rejected["ends_early"]:
+        text += f", {rejected['ends_early']} of them ending before the selected plies"
+    if positions:
+        text += f"; their positions at the selected plies: {positions}"
+    return text
 
 
 def make_suite_from_records(
@@ -443,6 +490,7 @@ def make_suite_from_records(
               "with_positions": 0}
     best: dict[str, SuiteLine] = {}
     candidates = 0
+    rejected: Counter[str] = Counter()
 
     def report(where: str, reason: str) -> None:
         if strict:
@@ -458,34 +506,38 @@ def make_suite_from_records(
                     report(*item)
                     continue
                 game = item
-                usable = True
+                left_out = None   # counted once the record has replayed cleanly
                 if len(game.moves) < min_moves:
-                    counts["too_short"] += 1
-                    usable = False
+                    left_out = "too_short"
                 elif min_rating is not None:
                     if None in game.ratings:
                         if not allow_unrated:
-                            counts["unrated"] += 1
-                            usable = False
+                            left_out = "unrated"
                     elif min(game.ratings) < min_rating:  # type: ignore[type-var]
-                        counts["below_min_rating"] += 1
-                        usable = False
+                        left_out = "below_min_rating"
+                usable = left_out is None
                 try:
                     # Every game is replayed, used or not, so that bad records
                     # are reported whatever the filters.
                     lines = _replay(game, wanted if usable else (), last_ply,
                                     max_value=max_value, max_line_value=max_line_value,
-                                    ignore_values=ignore_values)
+                                    ignore_values=ignore_values,
+                                    rejected=rejected if usable else None)
                 except BadRecord as error:
                     report(game.where, str(error))
                     continue
                 counts["read"] += 1
+                if left_out is not None:
+                    counts[left_out] += 1
                 counts["used"] += usable
                 counts["with_positions"] += bool(lines)
                 for key, line in lines:
                     candidates += 1
                     if key not in best or _line_key(line) < _line_key(best[key]):
                         best[key] = line
+    if not best:
+        raise BookgenError(_empty_suite_reason(output, len(files), len(bad), counts, rejected,
+                                               min_moves, max_value, max_line_value))
     summary = write_suite(output, list(best.values()), limit=limit,
                           per_line_cap=per_line_cap, cap_plies=cap_plies, seed=seed)
     summary["records"] = {"files": len(files), "read": counts["read"], "skipped": len(bad)}

@@ -13,8 +13,13 @@ markup. The content:
 - the pairwise matrix: each pair's Elo difference with its margin and LOS
   from :mod:`analysis.pairstats` on that pair's games, counted per
   colour-swapped pair (pentanomial) when complete pairs exist;
-- the SPRT state of each requested ``(A, B, elo0, elo1)``, and with exactly
-  two players an Elo/LOS summary even without one;
+- the SPRT state of each requested ``(A, B, elo0, elo1)`` and of each SPRT a
+  ``bookgen match --sprt`` recorded in a results file (on that match's
+  games), from the engine under test's side (its games and Elo estimate only
+  when the pairwise section does not show the same);
+- with exactly two players, a head-to-head table instead of the pairwise
+  matrix, and each ending tested once (one's loss is the other's win): every
+  fact is shown once;
 - outcomes: the per-player ending table and :func:`analysis.outcomes.test_rate`
   for every ending present, with its warnings and the note on paired games;
 - score by colour and game lengths;
@@ -32,7 +37,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
@@ -46,10 +51,10 @@ from analysis.document import (Block, Bullets, Heading, Image, Paragraph, Sectio
                                render_html_page, render_markdown_page)
 from analysis.outcomes import PAIRED_NOTE, RateTest, outcome_table, test_rate
 from analysis.pairstats import (EloEstimate, PairCounts, SprtResult, count_games,
-                                elo_pentanomial, elo_trinomial, sprt)
+                                elo_pentanomial, elo_trinomial, sprt, verdict_sentence)
 from analysis.ratings import RatingTable, _round_half_up, fit_ratings
 from analysis.report_book import BookSummary, book_section, read_book
-from analysis.results import Game, load_games
+from analysis.results import Game, load_games, recorded_sprts
 from bookgen import __version__
 from bookgen.errors import BookgenError
 
@@ -95,6 +100,7 @@ class Report:
     rate_tests: list[RateTest]
     book: BookSummary | None
     sections: list[Section]
+    sprt_sources: list[str] = field(default_factory=list)  # where each of ``sprts`` comes from
 
     @property
     def figures(self) -> list[Image]:
@@ -201,6 +207,20 @@ def build_report(results: Sequence[str | Path], *, book: str | Path | None = Non
     requested = [parse_sprt(spec, players) if isinstance(spec, str) else spec
                  for spec in sprt_tests]
     sprts = [sprt(games, a, b, elo0=float(e0), elo1=float(e1)) for a, b, e0, e1 in requested]
+    sprt_sources = ["requested with --sprt"] * len(sprts)
+    for recorded in recorded_sprts(paths):
+        prefix = f"{recorded['file']}#{recorded['match_id']}:"
+        match_games = [g for g in games if g.pair is not None and g.pair.startswith(prefix)]
+        try:
+            sprts.append(sprt(match_games, recorded["engine"], recorded["opponent"],
+                              elo0=float(recorded["elo0"]), elo1=float(recorded["elo1"]),
+                              alpha=float(recorded.get("alpha", 0.05)),
+                              beta=float(recorded.get("beta", 0.05)),
+                              model=recorded.get("model", "normalized")))
+        except BookgenError:
+            continue  # no game of that match yet
+        sprt_sources.append(f"recorded by bookgen match --sprt (match {recorded['match_id']} "
+                            f"of {recorded['file']}, its games only)")
     pairwise = _pairwise(games, players)
     outcomes = outcome_table(games).reindex(players).fillna(0).astype(int)
     endings = [c for c in outcomes.columns if c != "games" and outcomes[c].sum() > 0]
@@ -212,7 +232,7 @@ def build_report(results: Sequence[str | Path], *, book: str | Path | None = Non
     report = Report(title=title or DEFAULT_TITLE, generated_at=stamp, sources=sources,
                     games=len(games), players=players, ratings=ratings, pairwise=pairwise,
                     sprts=sprts, outcomes=outcomes, rate_tests=rate_tests, book=book_summary,
-                    sections=[])
+                    sections=[], sprt_sources=sprt_sources)
     report.sections = [
         _provenance_section(report, book, simulations, seed, white_advantage, draw_rate),
         _ratings_section(ratings),
@@ -284,11 +304,12 @@ def _ratings_section(table: RatingTable) -> Section:
     footer = table.format_text().splitlines()[1 + len(table.players):]
     section.blocks.extend(Paragraph(line) for line in footer)
     names = [p.name for p in table.players]
-    section.blocks.append(Image("ratings", "Ratings with their error bars", plots.ratings_plot(
-        names, [p.rating for p in table.players], [p.error for p in table.players])))
-    section.blocks.append(Image("wdl", "Wins, draws and losses per player", plots.wdl_plot(
-        names, [p.w for p in table.players], [p.d for p in table.players],
-        [p.l for p in table.players])))
+    section.blocks.append(Image("ratings", "Ratings with their error bars", plots.png(
+        plots.ratings_plot(names, [p.rating for p in table.players],
+                           [p.error for p in table.players]))))
+    section.blocks.append(Image("wdl", "Wins, draws and losses per player", plots.png(
+        plots.wdl_plot(names, [p.w for p in table.players], [p.d for p in table.players],
+                       [p.l for p in table.players]))))
     return section
 
 
@@ -314,15 +335,42 @@ PAIR_HEADERS = ["player", "opponent", "games", "W", "D", "L", "pentanomial", "ba
 PAIR_NUMERIC = [False, False, True, True, True, True, False, False, True, True, True, True]
 
 
+SAMPLING_NOTE = ("Where the pair played complete colour-swapped pairs, the pair of games is the "
+                 "sampling unit (pentanomial [LL, LD, WL+DD, WD, WW]) and games outside a "
+                 "complete pair are left out; otherwise every game counts (trinomial).")
+
+
+def _shown_pair(report: Report, x: str, y: str) -> PairResult:
+    """The result of players ``x`` and ``y`` as the pairwise section shows it (the
+    higher-rated player's side)."""
+    index = {name: i for i, name in enumerate(report.players)}
+    return report.pairwise[(x, y) if index[x] < index[y] else (y, x)]
+
+
 def _pairwise_section(report: Report) -> Section:
+    names = report.players
+    if len(names) == 2:
+        # One pair: its W/D/L are the ratings table's; a matrix would show its Elo twice.
+        result = _shown_pair(report, *names)
+        c, e = result.counts, result.estimate
+        section = Section("pairwise", f"Head to head: {result.a} vs {result.b}")
+        section.blocks.append(Paragraph(
+            f"{result.a}'s Elo difference against {result.b} with its 95 % margin and the "
+            "likelihood of superiority (LOS); the games and W/D/L are in the ratings table. "
+            + SAMPLING_NOTE))
+        section.blocks.append(Table(["", "value"], [
+            ["pentanomial", f"{_penta_text(c)} ({plural(c.pairs, 'complete pair')}, "
+                            f"{plural(result.left_out, 'game')} left out)"],
+            ["basis", result.basis],
+            ["Elo", f"{_signed(e.elo, 2)} ± {_margin(e.elo_error, 2)}"],
+            ["nElo", f"{_signed(e.nelo, 2)} ± {_margin(e.nelo_error, 2)}"],
+            ["LOS", _percent(e.los, 2)]], id="head-to-head"))
+        return section
     section = Section("pairwise", "Pairwise results")
     section.blocks.append(Paragraph(
         "Each cell: the row player's Elo difference against the column player with its 95 % "
         "margin, and the likelihood of superiority (LOS), from the games of that pair only. "
-        "Where the pair played complete colour-swapped pairs, the pair of games is the "
-        "sampling unit (pentanomial [LL, LD, WL+DD, WD, WW]) and games outside a complete pair "
-        "are left out; otherwise every game counts (trinomial)."))
-    names = report.players
+        + SAMPLING_NOTE))
     rows = []
     for a in names:
         row = [a]
@@ -340,23 +388,33 @@ def _pairwise_section(report: Report) -> Section:
     return section
 
 
-def _sprt_blocks(result: SprtResult) -> list[Block]:
+def _sprt_blocks(result: SprtResult, source: str,
+                 shown: PairResult | None = None) -> list[Block]:
+    """The SPRT's table; ``shown`` is the pair as the pairwise section shows it when
+    that holds the same games and estimate, which are then not repeated."""
     c, e = result.counts, result.estimate
     kind = "normalised Elo" if result.model == "normalized" else "logistic Elo"
-    verdict = {"H1": "H1 accepted", "H0": "H0 accepted", None: "continue"}[result.verdict]
-    rows = [["games", f"{c.games} (W {c.wins}, D {c.draws}, L {c.losses})"],
+    rows = [["engine under test", f"{result.engine} (W, D, L, Elo from its side)"],
+            ["test", source]]
+    if shown is None:
+        rows += [
+            ["games", f"{c.games} (W {c.wins}, D {c.draws}, L {c.losses})"],
             ["pentanomial", f"{_penta_text(c)} ({plural(c.pairs, 'complete pair')}, "
                             f"{plural(c.unpaired, 'game')} outside a complete pair)"],
             ["basis", result.basis],
             ["Elo", f"{_signed(e.elo, 2)} ± {_margin(e.elo_error, 2)}"],
             ["nElo", f"{_signed(e.nelo, 2)} ± {_margin(e.nelo_error, 2)}"],
-            ["LOS", _percent(e.los, 2)],
-            ["hypotheses", f"{kind}: H0 {result.elo0:g}, H1 {result.elo1:g} "
-                           f"(alpha {result.alpha:g}, beta {result.beta:g})"],
-            ["LLR", f"{result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}]"],
-            ["verdict", verdict]]
-    blocks: list[Block] = [Heading(f"SPRT: {result.engine} vs {result.opponent}"),
+            ["LOS", _percent(e.los, 2)]]
+    rows += [["hypotheses", f"{kind}: H0 {result.elo0:g}, H1 {result.elo1:g} "
+                            f"(alpha {result.alpha:g}, beta {result.beta:g})"],
+             ["LLR", f"{result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}]"],
+             ["verdict", verdict_sentence(result)]]
+    blocks: list[Block] = [Heading(f"SPRT: {result.engine} (engine under test) vs "
+                                   f"{result.opponent}"),
                            Table(["", "value"], rows)]
+    if shown is not None:
+        blocks.append(Paragraph(f"Games, pentanomial and Elo estimate: as shown above for "
+                                f"{shown.a} vs {shown.b} (from {shown.a}'s side).", "note"))
     if result.basis == "pentanomial" and result.games_left_out:
         blocks.append(Paragraph(f"{plural(result.games_left_out, 'game')} outside a complete "
                                 "pair left out of the estimate and the LLR.", "note"))
@@ -364,24 +422,18 @@ def _sprt_blocks(result: SprtResult) -> list[Block]:
 
 
 def _sprt_section(report: Report) -> Section:
-    section = Section("sprt", "SPRT and head to head")
-    for result in report.sprts:
-        section.blocks.extend(_sprt_blocks(result))
-    if len(report.players) == 2:
-        a, b = report.players
-        result = report.pairwise[(a, b)]
-        c, e = result.counts, result.estimate
-        section.blocks.append(Heading(f"Summary: {a} vs {b}"))
-        section.blocks.append(Table(["", "value"], [
-            ["games", f"{c.games} (W {c.wins}, D {c.draws}, L {c.losses})"],
-            ["pentanomial", f"{_penta_text(c)} ({plural(c.pairs, 'complete pair')})"],
-            ["basis", result.basis],
-            ["Elo", f"{_signed(e.elo, 2)} ± {_margin(e.elo_error, 2)}"],
-            ["nElo", f"{_signed(e.nelo, 2)} ± {_margin(e.nelo_error, 2)}"],
-            ["LOS", _percent(e.los, 2)]]))
+    section = Section("sprt", "SPRT")
+    sources = report.sprt_sources or ["requested with --sprt"] * len(report.sprts)
+    for result, source in zip(report.sprts, sources):
+        same = report.pairwise.get((result.engine, result.opponent))
+        repeated = (same is not None and same.basis == result.basis
+                    and same.counts == result.counts)
+        shown = _shown_pair(report, result.engine, result.opponent) if repeated else None
+        section.blocks.extend(_sprt_blocks(result, source, shown))
     if not report.sprts:
-        section.blocks.append(Paragraph("No SPRT requested (--sprt A,B,ELO0,ELO1, bounds in "
-                                        "normalised Elo).", "note"))
+        section.blocks.append(Paragraph("No SPRT requested (--sprt A,B,ELO0,ELO1: A is the "
+                                        "engine under test, bounds in normalised Elo) or "
+                                        "recorded by bookgen match --sprt.", "note"))
     return section
 
 
@@ -400,7 +452,19 @@ def _outcomes_section(report: Report, paired: bool) -> Section:
                                 [[str(name), *(str(int(v)) for v in row)]
                                  for name, row in zip(table.index, table.to_numpy())],
                                 id="outcome-table", numeric=[False] + [True] * len(columns)))
-    for test in report.rate_tests:
+    tests = report.rate_tests
+    if len(report.players) == 2:
+        # One player's '<reason> loss' is the other's '<reason> win': the same test.
+        won = {t.ending for t in tests if t.ending.endswith(" win")}
+        mirrored = [t for t in tests if t.ending.endswith(" loss")
+                    and t.ending[:-len(" loss")] + " win" in won]
+        if mirrored:
+            tests = [t for t in tests if t not in mirrored]
+            section.blocks.append(Paragraph(
+                "With two players one's loss is the other's win, so only the wins are "
+                "tested: " + ", ".join(t.ending for t in mirrored) + " would repeat them.",
+                "note"))
+    for test in tests:
         section.blocks.append(Heading(f"Ending: {test.ending}"))
         rates = [[player, str(k), str(n), _percent(100 * k / n if n else 0.0)]
                  for player, (k, n) in test.counts.items()]
@@ -413,7 +477,7 @@ def _outcomes_section(report: Report, paired: bool) -> Section:
             dof = f", dof {test.dof}" if test.dof is not None else ""
             section.blocks.append(Paragraph(
                 f"{test.test}: {name} {test.statistic:.4f}{dof}, p {_p(test.p_value)}"))
-        if test.pairwise:
+        if len(test.pairwise) > 1:  # one pair: its test is the one above
             section.blocks.append(Table(
                 ["player", "player", "test", "p", "Holm p"],
                 [[row["player_a"], row["player_b"], row["test"], _p(row["p"]),
@@ -448,8 +512,9 @@ def _colour_section(games: Sequence[Game], players: Sequence[str]) -> Section:
     section.blocks.append(Table(["player", "games as black", "score as black",
                                  "games as white", "score as white"], rows,
                                 numeric=[False, True, True, True, True]))
-    section.blocks.append(Image("colour", "Score as black and as white", plots.colour_score_plot(
-        players, [score(p, "black") for p in players], [score(p, "white") for p in players])))
+    section.blocks.append(Image("colour", "Score as black and as white", plots.png(
+        plots.colour_score_plot(players, [score(p, "black") for p in players],
+                                [score(p, "white") for p in players]))))
     return section
 
 
@@ -477,8 +542,8 @@ def _length_section(games: Sequence[Game]) -> Section:
     groups = {"black won": "black", "white won": "white", "draw": "draw"}
     data = {label: [g.plies for g in known if g.result == result]
             for label, result in groups.items()}
-    section.blocks.append(Image("lengths", "Game length (plies)", plots.length_histogram(
-        {label: values for label, values in data.items() if values})))
+    section.blocks.append(Image("lengths", "Game length (plies)", plots.png(plots.length_histogram(
+        {label: values for label, values in data.items() if values}))))
     return section
 
 
@@ -525,6 +590,8 @@ def write_markdown(report: Report, path: str | Path) -> Path:
 def report_summary(report: Report) -> dict[str, Any]:
     """A short JSON-ready summary (what the command prints)."""
     return {"games": report.games, "players": report.players,
-            "figures": len(report.figures), "sprt": [s.as_json() for s in report.sprts],
+            "figures": len(report.figures),
+            "sprt": [{**s.as_json(), "source": source} for s, source in
+                     zip(report.sprts, report.sprt_sources)],
             "ratings": report.ratings.as_json()["players"]}
 

@@ -150,8 +150,7 @@ def book_section(book: BookSummary) -> Section:
         f"{book.path}: {book.positions} positions ({book.positions_with_moves} with moves), "
         f"{book.moves} moves, {plural(len(book.runs), 'run')}."))
     if book.runs:
-        # What the runs table reports (grow reports its expansions as positions
-        # and no moves) next to what the book holds per run.
+        # What the runs table reports next to what the book holds per run.
         reported_positions, reported_moves, held_positions, held_moves = [], [], [], []
         total_reported = [0, 0]
         total_held = list(book.unattributed)
@@ -172,22 +171,25 @@ def book_section(book: BookSummary) -> Section:
                          str(total_held[0]), str(total_held[1])])
         section.blocks.append(Heading("Size run after run"))
         section.blocks.append(Paragraph(
-            "The columns +positions, +moves and moves updated are what each run reported in "
-            "the runs table, and the next two columns add them up. The last two count the rows "
-            "in the book: positions by the run that created them, moves by the run that last "
-            "wrote them, added up run after run (they end at the book's size)."))
+            "The columns +positions, +moves and moves updated are the rows each run inserted "
+            "and changed (the runs table), and the next two columns add them up. The last two "
+            "count the rows in the book: positions by the run that created them, moves by the "
+            "run that last wrote them, added up run after run (they end at the book's size). "
+            "The position totals agree; the move totals differ where a later run rewrote a "
+            "move (counted in the book under the later run) and by the transposition rows of "
+            "refine minimax (rows it added, but not book moves)."))
         section.blocks.append(Table(
             ["run", "command", "status", "started", "+positions", "+moves", "moves updated",
              "positions (reported)", "moves (reported)", "positions (in book)",
              "moves (in book)"], rows, id="book-runs",
             numeric=[True, False, False, False] + [True] * 7))
         section.blocks.append(Image("book_growth", "Book size run after run",
-                                    plots.book_growth_plot(
+                                    plots.png(plots.book_growth_plot(
                                         [int(r["id"]) for r in book.runs],
                                         {"positions (in book)": held_positions,
                                          "moves (in book)": held_moves,
                                          "positions (reported)": reported_positions,
-                                         "moves (reported)": reported_moves})))
+                                         "moves (reported)": reported_moves}))))
     else:
         section.blocks.append(Paragraph("The book has no runs."))
     if book.plies or any(book.values.values()):
@@ -199,10 +201,10 @@ def book_section(book: BookSummary) -> Section:
                                             "best move (cp for the side to move)"))
     if book.plies:
         section.blocks.append(Image("book_ply", "Ply of the book positions",
-                                    plots.ply_histogram(book.plies)))
+                                    plots.png(plots.ply_histogram(book.plies))))
     if any(book.values.values()):
         section.blocks.append(Image("book_values", "Best move value of the book positions",
-                                    plots.value_histogram(book.values)))
+                                    plots.png(plots.value_histogram(book.values))))
     section.blocks.append(Heading("Mistakes found by refine"))
     if not book.mistakes:
         section.blocks.append(Paragraph("No mistakes recorded (no 'refine mistakes' run found "
@@ -224,7 +226,7 @@ def book_section(book: BookSummary) -> Section:
     section.blocks.append(Table(["run", "iteration", "started", *kinds, "total"], rows,
                                 id="book-mistakes",
                                 numeric=[True, True, False] + [True] * (len(kinds) + 1)))
+    series = {k: [grouped[key][k] for key in grouped] for k in kinds}
     section.blocks.append(Image("book_mistakes", "Mistakes per refine run (run/iteration)",
-                                plots.mistakes_plot(labels, {k: [grouped[key][k] for key in
-                                                                 grouped] for k in kinds})))
+                                plots.png(plots.mistakes_plot(labels, series))))
     return section

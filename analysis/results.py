@@ -31,7 +31,7 @@ from typing import Any
 from bookgen.errors import BookgenError
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "Game", "ResultsFile", "load_games", "read_pgn",
-           "write_pgn_game"]
+           "recorded_sprts", "write_pgn_game"]
 
 RESULTS_SCHEMA_VERSION = 1
 RESULTS_KIND = "bookgen-results"
@@ -223,6 +223,13 @@ class ResultsFile:
                 (key, json.dumps(settings, sort_keys=True), scheduled, _now(), _now()))
             return int(cursor.lastrowid or 0)
 
+    def set_match_sprt(self, match_id: int, sprt: dict[str, Any]) -> None:
+        """Record the match's SPRT (engine under test, bounds, last state) in its
+        settings, under ``sprt``."""
+        with self.transaction() as db:
+            db.execute("UPDATE matches SET settings = json_set(settings, '$.sprt', json(?)) "
+                       "WHERE id = ?", (json.dumps(sprt, sort_keys=True), match_id))
+
     def end_match(self, match_id: int, status: str) -> None:
         with self.transaction() as db:
             db.execute("UPDATE matches SET status = ?, updated_at = ? WHERE id = ?",
@@ -288,6 +295,30 @@ def load_games(paths: Iterable[str | Path]) -> list[Game]:
         else:
             games.extend(read_pgn(path))
     return games
+
+
+def recorded_sprts(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """The SPRTs that ``bookgen match --sprt`` recorded in the given results files
+    (PGN files have none): each its ``settings.sprt`` plus ``file`` and ``match_id``."""
+    found: list[dict[str, Any]] = []
+    for path in map(Path, paths):
+        with open(path, "rb") as handle:
+            if not handle.read(16).startswith(b"SQLite format 3"):
+                continue
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            try:
+                check_results_file(db, path)
+                rows = db.execute("SELECT id, json_extract(settings, '$.sprt') FROM matches "
+                                  "WHERE json_extract(settings, '$.sprt') IS NOT NULL "
+                                  "ORDER BY id").fetchall()
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as error:
+            raise BookgenError(f"{path}: cannot read results ({error})") from None
+        for match_id, text in rows:
+            found.append({**json.loads(text), "file": str(path), "match_id": match_id})
+    return found
 
 
 def _load_sqlite(path: Path) -> list[Game]:

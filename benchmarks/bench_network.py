@@ -1,4 +1,4 @@
-"""Positions per second of the network evaluators (torch and ONNX, batch 1 and 64).
+"""Positions per second of the network evaluators (torch and ONNX) by batch size.
 
 Creates the default 5 x 64 model (``bookgen model init``) and its ONNX export
 in a temporary directory, then times, on random legal positions:
@@ -10,6 +10,7 @@ in a temporary directory, then times, on random legal positions:
 Each figure is the best of ``--repeats`` runs of ``--seconds`` each.
 
     python benchmarks/bench_network.py [--threads N] [--seconds 2] [--repeats 3]
+        [--batches 1,64]
 """
 
 from __future__ import annotations
@@ -67,9 +68,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--channels", type=int, default=64)
+    parser.add_argument("--batches", default="1,64",
+                        help="comma-separated batch sizes (default 1,64)")
     args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
 
-    boards = random_boards(256)
+    boards = random_boards(max(256, *batches))
     with tempfile.TemporaryDirectory() as directory:
         model_path = Path(directory) / "model.pt"
         onnx_path = Path(directory) / "model.onnx"
@@ -81,7 +85,7 @@ def main() -> None:
               f"{'evaluate pos/s':>17}")
         for name, make in (("torch", TorchEvaluator), ("onnx", OnnxEvaluator)):
             path = model_path if name == "torch" else onnx_path
-            for batch in (1, 64):
+            for batch in batches:
                 with make(path, batch_size=batch, threads=args.threads) as evaluator:
                     f1, f2 = features(boards[:batch])
                     network = rate(lambda: evaluator._run(f1, f2), batch,

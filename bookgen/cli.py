@@ -16,6 +16,7 @@ from bookgen import __version__
 from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
+from bookgen.evaluators import batch_size_help
 from bookgen.store import DEFAULT_BOOK
 
 book_option = click.option(
@@ -38,7 +39,8 @@ def main() -> None:
 @book_option
 @click.option("--format", "fmt", type=click.Choice(["auto", "db2016", "apery"]),
               default="auto", show_default=True,
-              help="Input format; auto looks at each file's content.")
+              help="Input format; auto looks at each file's content (a format given "
+                   "is refused for content that is clearly the other one).")
 @click.option("--strict", is_flag=True,
               help="Import nothing (exit 2, book untouched) if any entry is invalid, "
                    "instead of skipping invalid entries.")
@@ -167,6 +169,8 @@ def show_command(position: tuple[str, ...], book: str, svg: str | None, as_json:
 
     info = lookup_position(" ".join(position) or "startpos", book, svg=svg)
     click.echo(json.dumps(info, indent=2) if as_json else format_position(info))
+    if svg is not None:
+        click.echo(f"{svg}: board written", err=as_json)
 
 
 @main.command("merge")
@@ -237,7 +241,8 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
               help="MCTS playouts per expanded position (not used by usi: evaluators, "
                    "whose own MultiPV search is the leaf search).")
 @click.option("--batch-size", type=click.IntRange(1), default=None,
-              help="Leaves evaluated together in MCTS (networks: also the model batch).")
+              help="Leaves evaluated together in MCTS (networks: also the model batch); "
+                   + batch_size_help() + ".")
 @click.option("--trials", type=click.IntRange(1), help="Stop after this many walks.")
 @click.option("--positions", type=click.IntRange(1),
               help="Stop after expanding this many positions (default 100 without a budget).")
@@ -301,7 +306,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     options = _evaluator_options(evaluator, engine_options, nodes, byoyomi, movetime, multipv,
                                  depth, batch_size, engine_timeout)
     summary = grow(book, evaluator=evaluator, evaluator_options=options, strategy=strategy,
-                   playouts=playouts, batch_size=batch_size or 1, trials=trials,
+                   playouts=playouts, batch_size=batch_size, trials=trials,
                    positions=positions, seconds=seconds, color=color, roots=roots,
                    max_ply=max_ply, eval_threshold=eval_threshold, temperature=temperature,
                    draw_value_black=draw_value_black / 1000,
@@ -316,8 +321,9 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
         click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
                    f"{summary.expansions} positions expanded in {summary.seconds:.1f} s "
                    f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the workers' time "
-                   f"outside the evaluator); book now {summary.positions} positions, "
-                   f"{summary.moves} moves")
+                   f"outside the evaluator); +{summary.positions_added} positions, "
+                   f"+{summary.moves_added} moves, {summary.moves_updated} moves updated; book "
+                   f"now {summary.positions} positions, {summary.moves} moves")
     exit_if_interrupted(summary.status == "interrupted")
 
 

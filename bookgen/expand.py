@@ -88,15 +88,21 @@ def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
 
 def _choices_from_lines(evaluation: Evaluation, settings: ExpansionSettings
                         ) -> list[BookMoveChoice]:
+    """Book moves from an evaluator's own lines; each keeps its line's depth
+    (the engine's reported depth) and the line's second move as the reply."""
     assert evaluation.move_values is not None
+    n = len(evaluation.moves)
+    depths = evaluation.move_depths or [evaluation.depth] * n
+    pvs = evaluation.move_pvs or [[]] * n
     best = max(evaluation.move_values)
-    kept = [(move, prior, value) for move, prior, value in
-            zip(evaluation.moves, evaluation.priors, evaluation.move_values)
+    kept = [(move, prior, value, depth, pv[1] if len(pv) > 1 and pv[0] == move else None)
+            for move, prior, value, depth, pv in
+            zip(evaluation.moves, evaluation.priors, evaluation.move_values, depths, pvs)
             if value >= best - settings.cutoff]
-    total = sum(prior for _m, prior, _v in kept) or 1.0
+    total = sum(k[1] for k in kept) or 1.0
     return [BookMoveChoice(move, max(1, round(prior / total * 1000)),
-                           value_to_cp(value, settings.coef), value, 0, prior)
-            for move, prior, value in sorted(kept, key=lambda k: -k[2])]
+                           value_to_cp(value, settings.coef), value, 0, prior, depth, reply)
+            for move, prior, value, depth, reply in sorted(kept, key=lambda k: -k[2])]
 
 
 ExpansionBackend = TaskRunner[str, ExpansionResult]

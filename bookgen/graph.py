@@ -7,6 +7,16 @@ positions in one transaction, then propagates values to the ancestors with a
 simple incremental negamax: a move into an expanded child is worth minus the
 child's value, a node is worth its best move. The evaluator's own value of
 each move stays in ``eval_value``; ``value`` holds the propagated one.
+
+Depth and ponder follow the same rule: a move into a child with book moves
+has the child's best move (best first as ``export`` writes it: value, then
+count, then the move) as its ponder and that move's depth plus one as its
+depth; a move into a position outside the book keeps the depth of the
+search that chose it and the reply that search expected.
+
+:attr:`BookGraph.written` counts the rows the graph wrote since it was
+loaded: positions and moves inserted, and existing move rows changed (each
+once), which ``grow`` stores in its ``runs`` row.
 """
 
 from __future__ import annotations
@@ -31,6 +41,19 @@ class Edge:
     value: int
     count: int
     child: str | None = None        # child sfen, computed lazily for imported books
+    depth: int = 0
+    ponder: str | None = None
+    new: bool = False       # its row was inserted since the graph was loaded
+    updated: bool = False   # its (older) row was changed since the graph was loaded
+
+
+@dataclass
+class WriteCounts:
+    """Rows written through a :class:`BookGraph`."""
+
+    positions_added: int = 0
+    moves_added: int = 0
+    moves_updated: int = 0    # rows that existed before, each counted once
 
 
 @dataclass
@@ -48,6 +71,10 @@ class Node:
             return None
         return max(self.edges, key=lambda e: (e.value, e.count))
 
+    def first_edge(self) -> Edge | None:
+        """The move ``export`` writes first: best value, then count, then the move."""
+        return min(self.edges, key=lambda e: (-e.value, -e.count, e.move), default=None)
+
 
 class BookGraph:
     """Nodes by sfen plus reverse edges (child sfen -> parent sfens)."""
@@ -55,6 +82,7 @@ class BookGraph:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.parents: dict[str, set[str]] = {}
+        self.written = WriteCounts()
 
     # -- loading ---------------------------------------------------------------
 
@@ -67,12 +95,13 @@ class BookGraph:
                 "SELECT id, sfen, ply, turn, value, expanded_run IS NOT NULL FROM positions"):
             node = Node(sfen, ply, turn, pid, bool(expanded), value)
             graph.nodes[sfen] = by_id[pid] = node
-        for pid, move, value, count, child_id in conn.execute(
-                "SELECT position_id, move, value, count, child_id FROM moves m "
+        for pid, move, value, count, child_id, depth, ponder in conn.execute(
+                "SELECT position_id, move, value, count, child_id, depth, ponder FROM moves m "
                 f"WHERE NOT {TRANSPOSITION_ROW_SQL}"):  # refine's rows are not book moves
             node = by_id[pid]
             child = by_id[child_id].sfen if child_id is not None else None
-            node.edges.append(Edge(move, value if value is not None else 0, count, child))
+            node.edges.append(Edge(move, value if value is not None else 0, count, child,
+                                   depth or 0, ponder))
             node.expanded = True  # a position with book moves counts as expanded
             if child is not None:
                 graph.parents.setdefault(child, set()).add(node.sfen)
@@ -97,9 +126,16 @@ class BookGraph:
                 child = self.nodes.get(edge.child)  # type: ignore[arg-type]
                 if child is not None and child.id is not None and node.id is not None:
                     links.append((child.id, node.id, edge.move))
+                    self._count_update(edge)
         book.conn.executemany(
             "UPDATE moves SET child_id = ? WHERE position_id = ? AND move = ?", links)
         return len(links)
+
+    def _count_update(self, edge: Edge) -> None:
+        """Count ``edge``'s row as updated, once, unless it was inserted since loading."""
+        if not edge.new and not edge.updated:
+            edge.updated = True
+            self.written.moves_updated += 1
 
     # -- walking ---------------------------------------------------------------
 
@@ -127,7 +163,7 @@ class BookGraph:
         node = self.nodes.get(sfen)
         if node is None:
             node = self.nodes[sfen] = Node(sfen, ply, board.turn)
-        node.id = _upsert_position(book, sfen, board, ply, run_id)
+        node.id = self._upsert_position(book, sfen, board, ply, run_id)
         conn.execute(
             "UPDATE positions SET visits = ?, value = ?, win_rate = ?, expanded_run = ? "
             "WHERE id = ?", (visits, root_value, root_win_rate, run_id, node.id))
@@ -136,9 +172,14 @@ class BookGraph:
             parent = self.nodes[parent_sfen]
             for edge in parent.edges:
                 if edge.child == sfen and parent.id is not None:
-                    conn.execute("UPDATE moves SET child_id = ? WHERE position_id = ? "
-                                 "AND move = ? AND child_id IS NULL",
-                                 (node.id, parent.id, edge.move))
+                    cursor = conn.execute("UPDATE moves SET child_id = ? WHERE position_id = ? "
+                                          "AND move = ? AND child_id IS NULL",
+                                          (node.id, parent.id, edge.move))
+                    if cursor.rowcount:
+                        self._count_update(edge)
+        stored = {row[0] for row in conn.execute(
+            "SELECT move FROM moves WHERE position_id = ?", (node.id,))}
+        previous = {edge.move: edge for edge in node.edges}
         node.edges = []
         child_ply = ply + 1 if ply is not None else None
         for choice in choices:
@@ -147,21 +188,33 @@ class BookGraph:
             child = self.nodes.get(child_sfen)
             if child is None:
                 child = self.nodes[child_sfen] = Node(child_sfen, child_ply, board.turn)
-            child.id = _upsert_position(book, child_sfen, board, child_ply, run_id)
+            child.id = self._upsert_position(book, child_sfen, board, child_ply, run_id)
             board.pop()
             self.parents.setdefault(child_sfen, set()).add(sfen)
-            value = -child.value if child.expanded and child.value is not None else choice.value
-            node.edges.append(Edge(choice.move, value, choice.count, child_sfen))
+            value, depth, ponder = choice.value, choice.depth, choice.reply
+            if child.expanded and child.value is not None:
+                value, depth, ponder = _through(child)
+            edge = Edge(choice.move, value, choice.count, child_sfen, depth, ponder)
+            old = previous.get(choice.move)
+            if choice.move not in stored:
+                edge.new = True
+                self.written.moves_added += 1
+            elif old is not None and (old.new or old.updated):
+                edge.new, edge.updated = old.new, old.updated
+            else:
+                self._count_update(edge)
+            node.edges.append(edge)
             conn.execute(
                 "INSERT INTO moves(position_id, move, ponder, value, depth, count, visits, "
                 "prior, win_rate, child_id, eval_value, run_id) "
-                "VALUES (?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(position_id, move) DO UPDATE SET value = excluded.value, "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(position_id, move) DO UPDATE SET ponder = excluded.ponder, "
+                "value = excluded.value, depth = excluded.depth, "
                 "count = excluded.count, visits = excluded.visits, prior = excluded.prior, "
                 "win_rate = excluded.win_rate, child_id = excluded.child_id, "
                 "eval_value = excluded.eval_value, run_id = excluded.run_id",
-                (node.id, choice.move, value, choice.count, choice.visits, choice.prior,
-                 choice.win_rate, child.id, choice.value, run_id))
+                (node.id, choice.move, ponder, value, depth, choice.count, choice.visits,
+                 choice.prior, choice.win_rate, child.id, choice.value, run_id))
         node.value = max((e.value for e in node.edges), default=-MATE_VALUE)
         if node.value != root_value:  # a move into an expanded child took its value
             conn.execute("UPDATE positions SET value = ? WHERE id = ?", (node.value, node.id))
@@ -182,21 +235,32 @@ class BookGraph:
         while queue:
             child = queue.popleft()
             queued.discard(child.sfen)
+            if child.value is None:
+                continue
+            through = _through(child)
             for parent_sfen in sorted(self.parents.get(child.sfen, ())):
                 parent = self.nodes[parent_sfen]
-                if not parent.expanded or parent.id is None:
+                if not parent.expanded or parent.id is None or not parent.edges:
                     continue
+                first = parent.first_edge()
+                first_move = first.move if first is not None else None
                 for edge in parent.edges:
-                    if edge.child == child.sfen and child.value is not None:
-                        edge.value = -child.value
+                    if edge.child == child.sfen:
+                        if (edge.value, edge.depth, edge.ponder) != through:
+                            self._count_update(edge)
+                        edge.value, edge.depth, edge.ponder = through
                         book.conn.execute(
-                            "UPDATE moves SET value = ? WHERE position_id = ? AND move = ?",
-                            (edge.value, parent.id, edge.move))
+                            "UPDATE moves SET value = ?, depth = ?, ponder = ? "
+                            "WHERE position_id = ? AND move = ?",
+                            (*through, parent.id, edge.move))
                 new_value = max(e.value for e in parent.edges)
-                if new_value != parent.value:
-                    parent.value = new_value
-                    book.conn.execute("UPDATE positions SET value = ? WHERE id = ?",
-                                      (new_value, parent.id))
+                new_first = parent.first_edge()
+                best_moved = (new_first.move if new_first is not None else None) != first_move
+                if new_value != parent.value or best_moved:
+                    if new_value != parent.value:
+                        parent.value = new_value
+                        book.conn.execute("UPDATE positions SET value = ? WHERE id = ?",
+                                          (new_value, parent.id))
                     changed[parent.sfen] = parent
                     visits[parent.sfen] += 1
                     if parent.sfen not in queued and visits[parent.sfen] <= MAX_REVISITS:
@@ -207,15 +271,27 @@ class BookGraph:
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes.values())
 
+    def _upsert_position(self, book: Book, sfen: str, board: cshogi.Board, ply: int | None,
+                         run_id: int) -> int:
+        """The position's id, inserting its row (counted) when it is new."""
+        row = book.conn.execute("SELECT id, ply FROM positions WHERE sfen = ?",
+                                (sfen,)).fetchone()
+        if row is not None:
+            if ply is not None and (row[1] is None or ply < row[1]):
+                book.conn.execute("UPDATE positions SET ply = ? WHERE id = ?", (ply, row[0]))
+            return int(row[0])
+        cursor = book.conn.execute(
+            "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) VALUES (?, ?, ?, ?, ?)",
+            (sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id))
+        self.written.positions_added += 1
+        return int(cursor.lastrowid)
 
-def _upsert_position(book: Book, sfen: str, board: cshogi.Board, ply: int | None,
-                     run_id: int) -> int:
-    row = book.conn.execute("SELECT id, ply FROM positions WHERE sfen = ?", (sfen,)).fetchone()
-    if row is not None:
-        if ply is not None and (row[1] is None or ply < row[1]):
-            book.conn.execute("UPDATE positions SET ply = ? WHERE id = ?", (ply, row[0]))
-        return int(row[0])
-    cursor = book.conn.execute(
-        "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) VALUES (?, ?, ?, ?, ?)",
-        (sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id))
-    return int(cursor.lastrowid)
+
+def _through(child: Node) -> tuple[int, int, str | None]:
+    """(value, depth, ponder) of a move into the expanded ``child``: minus its
+    value, one more than the depth of its best move, its best move."""
+    assert child.value is not None
+    first = child.first_edge()
+    if first is None:  # no moves: the game ends there (its value says how)
+        return -child.value, 1, None
+    return -child.value, first.depth + 1, first.move

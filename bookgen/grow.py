@@ -20,7 +20,7 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
-from bookgen.evaluators import EvaluatorError, make_evaluator
+from bookgen.evaluators import EvaluatorError, default_batch_size, make_evaluator
 from bookgen.expand import ExpansionResult, ExpansionSettings, make_backend
 from bookgen.graph import BookGraph
 from bookgen.mcts import SearchSettings
@@ -42,6 +42,9 @@ class GrowSummary:
     trials: int = 0
     positions: int = 0
     moves: int = 0
+    positions_added: int = 0
+    moves_added: int = 0
+    moves_updated: int = 0
     seconds: float = 0.0
     eval_seconds: float = 0.0
     evaluations: int = 0
@@ -60,20 +63,25 @@ class GrowSummary:
 
 def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
          evaluator_options: dict[str, Any] | None = None, strategy: str = "dlshogi",
-         playouts: int = 200, batch_size: int = 1, trials: int | None = None,
+         playouts: int = 200, batch_size: int | None = None, trials: int | None = None,
          positions: int | None = None, seconds: float | None = None, color: str = "both",
          roots: str | Path | None = None, max_ply: int = 64, eval_threshold: int = 400,
          temperature: float = 1.0, draw_value_black: float = 0.5,
          draw_value_white: float = 0.5, visit_threshold: float = 0.005, cutoff: float = 0.015,
          min_visits: int = 5, workers: int = 1, seed: int = 0, progress: bool = True) -> GrowSummary:
     """Grow ``book`` until a budget (trials, expanded positions, seconds) runs out,
-    the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``."""
+    the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``.
+
+    ``batch_size`` None is the evaluator's default
+    (:func:`bookgen.evaluators.default_batch_size`)."""
     if strategy not in STRATEGIES:
         raise BookgenError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
     if color not in ("both", "black", "white"):
         raise BookgenError(f"--color must be both, black or white, not {color!r}")
     if trials is None and positions is None and seconds is None:
         positions = 100
+    if batch_size is None:
+        batch_size = default_batch_size(evaluator)
     for name, value in (("--playouts", playouts), ("--workers", workers),
                         ("--batch-size", batch_size)):
         if value < 1:
@@ -141,11 +149,22 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             summary.positions = store.count_positions()
             summary.moves = store.count_moves()
             with store.transaction():
-                store.end_run(run_id, status=status, positions_added=summary.expansions,
-                              moves_added=0, counts=_counts(summary))
+                _end_run(store, graph, summary, status)
         return summary
     finally:
         store.close()
+
+
+def _end_run(store: Book, graph: BookGraph, summary: GrowSummary, status: str) -> None:
+    """The run's row: the rows it wrote (positions and moves inserted, older
+    move rows changed) and its counters (expansions among them)."""
+    written = graph.written
+    summary.positions_added = written.positions_added
+    summary.moves_added = written.moves_added
+    summary.moves_updated = written.moves_updated
+    store.end_run(summary.run_id, status=status, positions_added=written.positions_added,
+                  moves_added=written.moves_added, moves_updated=written.moves_updated,
+                  counts=_counts(summary))
 
 
 def _counts(summary: GrowSummary) -> dict[str, Any]:
@@ -217,5 +236,4 @@ def _record(store: Book, graph: BookGraph, result: ExpansionResult, ply: int | N
         graph.expand(store, board, ply if ply is not None else board.move_number,
                      result.choices, result.value, result.win_rate, result.visits,
                      summary.run_id)
-        store.end_run(summary.run_id, status="running", positions_added=summary.expansions,
-                      counts=_counts(summary))
+        _end_run(store, graph, summary, "running")

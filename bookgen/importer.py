@@ -11,9 +11,9 @@ from typing import Any
 
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
-from bookgen.formats import FORMATS, detect_format
+from bookgen.formats import FORMATS, SAMPLE_BYTES, detect_format
 from bookgen.formats.apery import read_apery
-from bookgen.formats.db2016 import iter_lines, read_db2016
+from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
 from bookgen.formats.parallel import PARALLEL_MIN_BYTES, read_db2016_parallel
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
@@ -63,7 +63,7 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
     for path in paths:
         if not path.is_file():
             raise BookgenError(f"{path}: no such file")
-    formats = [detect_format(path) if fmt == "auto" else fmt for path in paths]
+    formats = [detect_format(path, fmt) for path in paths]
     root_boards = read_roots(roots) if roots is not None else []
     if Path(book).resolve() in {path.resolve() for path in paths}:
         raise BookgenError(f"{book}: the book cannot import itself")
@@ -80,8 +80,13 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
             run_id = store.begin_run("import", params)
             writer = BulkWriter(store, run_id)
             for path, file_format in zip(paths, formats):
-                summary.files.append(_read_file(path, file_format, writer, diagnostics,
-                                                root_boards, max_gap, workers, progress))
+                info = _read_file(path, file_format, writer, diagnostics, root_boards,
+                                  max_gap, workers, progress)
+                if info["positions"] == 0 and path.stat().st_size > 0:
+                    raise BookgenError(f"{path}: nothing imported: "
+                                       f"{_nothing_read(path, info, diagnostics, roots)}; "
+                                       f"{book} unchanged")
+                summary.files.append(info)
             summary.positions_read, summary.moves_read = writer.positions, writer.moves
             summary.skipped = dict(diagnostics.skipped)
             summary.problems = len(diagnostics)
@@ -123,3 +128,32 @@ def _read_file(path: Path, file_format: str, writer: BulkWriter, diagnostics: Di
     info.update(positions=writer.positions - before[0], moves=writer.moves - before[1],
                 problems=len(diagnostics) - before[2])
     return info
+
+
+def _nothing_read(path: Path, info: dict[str, Any], diagnostics: Diagnostics,
+                  roots: str | Path | None) -> str:
+    """What was read from a non-empty file that gave no position, and why."""
+    problems = [p for p in diagnostics.problems if p.source == str(path)]
+    first = ""
+    if problems:
+        line = f"line {problems[0].line}: " if problems[0].line is not None else ""
+        first = f" (first: {line}{problems[0].reason})"
+    if info["format"] == "apery":
+        reached = "the initial position" + (f" or the positions of {roots}" if roots else "")
+        return (f"{info['records']} Apery records under {info['keys']} keys, none reached "
+                f"from {reached}{first}: not an Apery book, or one of positions that "
+                "are not reached from there (give --roots)")
+    lines = sfen_lines = 0
+    for _number, line in iter_lines(path):
+        lines += 1
+        sfen_lines += line.lstrip().startswith("sfen ")
+    with open(path, "rb") as handle:
+        encoding = sniff_encoding(handle.read(SAMPLE_BYTES))[0]
+    read = f"{_count(lines, 'line')} of {encoding} text"
+    if not sfen_lines:
+        return f"{read}, without an 'sfen' line"
+    return f"{read}, {_count(sfen_lines, 'sfen line')}, none valid{first}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"

@@ -7,6 +7,12 @@ stops early when the second most visited root move can no longer overtake
 the first. Values are win probabilities for the side to move at each node;
 edges store them from the mover's side.
 
+Each root move also reports the depth of the search behind it: the move
+itself plus the plies of the principal line below it in the search tree
+(from the move's child, the most visited move while the node was evaluated
+and has tried moves), and that line's first reply, the move the search
+expects after it.
+
 :func:`select_book_moves` applies dlshogi's rule for which root moves become
 book moves.
 """
@@ -46,6 +52,8 @@ class MoveStats:
     prior: float
     win_rate: float     # mean value for the side that plays the move
     value: int          # win_rate in centipawns
+    depth: int = 0      # plies of the search's principal line through the move (0: unvisited)
+    reply: str | None = None  # the expected reply: first move of that line after this one
 
 
 @dataclass
@@ -308,15 +316,37 @@ class Mcts:
         return first - second > remaining
 
     @staticmethod
-    def _root_stats(root: _Node) -> list[MoveStats]:
+    def _principal_line(node: _Node | None) -> list[int]:
+        """The most visited moves from ``node`` down the tree, while nodes are
+        evaluated (not terminal) and have tried moves."""
+        line: list[int] = []
+        while (node is not None and node.expanded and not node.terminal
+               and node.order is not None and node.visits):
+            visits = node.visits
+            index = max(range(len(visits)), key=visits.__getitem__)
+            if not visits[index]:
+                break
+            line.append(node.moves[index])
+            node = node.children[index]
+        return line
+
+    @classmethod
+    def _root_stats(cls, root: _Node) -> list[MoveStats]:
         stats = []
         moves, priors, visits, totals = root.sorted_stats()
+        tried = len(root.visits)  # the first ``tried`` entries have child nodes
         order = sorted(range(len(moves)), key=lambda i: -visits[i])
         for index in order:
             count = visits[index]
             win_rate = totals[index] / count if count else root.value
+            depth, reply = 0, None
+            if count:
+                line = cls._principal_line(root.children[index] if index < tried else None)
+                depth = 1 + len(line)
+                reply = cshogi.move_to_usi(line[0]) if line else None
             stats.append(MoveStats(cshogi.move_to_usi(moves[index]), count,
-                                   priors[index], win_rate, value_to_cp(win_rate)))
+                                   priors[index], win_rate, value_to_cp(win_rate),
+                                   depth, reply))
         return stats
 
 
@@ -328,6 +358,8 @@ class BookMoveChoice:
     win_rate: float
     visits: int
     prior: float
+    depth: int = 0               # search depth behind the move (see MoveStats.depth)
+    reply: str | None = None     # the reply the search expects (a ponder move)
 
 
 def select_book_moves(stats: Sequence[MoveStats], visit_threshold: float = 0.005,
@@ -350,5 +382,6 @@ def select_book_moves(stats: Sequence[MoveStats], visit_threshold: float = 0.005
     if not kept:
         kept = ordered[:(len(ordered) + 2) // 3]
     return [BookMoveChoice(s.move, max(1, round(s.visits / total * 1000)),
-                           value_to_cp(s.win_rate, coef), s.win_rate, s.visits, s.prior)
+                           value_to_cp(s.win_rate, coef), s.win_rate, s.visits, s.prior,
+                           s.depth, s.reply)
             for s in kept]

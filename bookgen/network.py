@@ -30,9 +30,19 @@ from typing import Any
 
 import cshogi
 import numpy as np
-import torch
-from cshogi import dlshogi
-from torch import nn
+
+# torch's OpenMP threads spin while they wait for work. When another process
+# keeps a core busy (an engine, a worker, a second job: the usual case on a
+# small machine), a spinning thread holds the core the others wait for, and
+# throughput collapses (measured on 2 cores with a busy neighbour, batch 16,
+# 2 threads: 23-52 s for what takes 5 s with passive waiting). Passive waiting
+# costs nothing measurable here; set OMP_WAIT_POLICY yourself to override.
+# It must be set before torch is first imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+from cshogi import dlshogi  # noqa: E402
+from torch import nn  # noqa: E402
 
 from bookgen.errors import BookgenError
 

@@ -21,7 +21,7 @@ _USI_MOVE_RE = re.compile(r"(?:[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i])")
 
 # Maximum number of each piece kind in a shogi set (promoted pieces count as
 # their base kind).
-_PIECE_LIMITS = {"P": 18, "L": 4, "N": 4, "S": 4, "G": 4, "B": 2, "R": 2}
+PIECE_LIMITS = {"P": 18, "L": 4, "N": 4, "S": 4, "G": 4, "B": 2, "R": 2}
 
 BLACK = 0
 WHITE = 1
@@ -115,7 +115,7 @@ def _check_text(board_field: str, hand_field: str) -> None:
         raise InvalidPosition("each side must have exactly one king")
     hands = _parse_hands(hand_field)
     letters = board_field.upper()
-    for piece, limit in _PIECE_LIMITS.items():
+    for piece, limit in PIECE_LIMITS.items():
         total = letters.count(piece)
         if hands:
             total += hands.get(piece, 0) + hands.get(piece.lower(), 0)
@@ -123,7 +123,7 @@ def _check_text(board_field: str, hand_field: str) -> None:
             raise InvalidPosition(f"{total} pieces of kind {piece}, at most {limit} exist")
 
 
-def _check_board(board: cshogi.Board) -> None:
+def check_board(board: cshogi.Board) -> None:
     """Checks on the loaded board: dead pieces and two pawns on a file (nifu).
 
     cshogi numbers squares file by file (0 = 1a, 8 = 1i, 9 = 2a, ...).
@@ -170,7 +170,7 @@ def parse_sfen(text: str, board: cshogi.Board | None = None) -> Position:
     if board.is_check():
         raise InvalidPosition("the side not to move is in check")
     board.set_sfen(f"{board_field} {turn} {hand_field} 1")
-    _check_board(board)
+    check_board(board)
     return Position(board.sfen().rsplit(" ", 1)[0], ply)
 
 
@@ -226,6 +226,10 @@ def parse_position_spec(text: str) -> tuple[cshogi.Board, list[str]]:
         tokens = tokens[1:]
     if not tokens:
         raise InvalidPosition("empty position")
+    if tokens[0] == "moves" or _USI_MOVE_RE.fullmatch(tokens[0]):
+        moves = tokens[1:] if tokens[0] == "moves" else tokens
+        raise InvalidPosition("starts with a move, not a position; for moves from the initial "
+                              f"position write 'startpos moves {' '.join(moves)}'")
     if tokens[0] == "startpos":
         start = STARTPOS_SFEN + " 1"
         rest = tokens[1:]

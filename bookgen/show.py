@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bookgen.diagram import board_svg
 from bookgen.errors import BookgenError
 from bookgen.position import InvalidMove, InvalidPosition, board_key, parse_position_spec
 from bookgen.store import DEFAULT_BOOK, Book
@@ -15,10 +16,11 @@ def lookup_position(spec: str = "startpos", book: str | Path = DEFAULT_BOOK,
     """The position ``spec`` (``startpos moves ...`` / ``sfen ... [moves ...]``) in the book.
 
     Returns the board (text), its sfen, whether it is in the book, its ply and
-    moves; writes the board as SVG to ``svg`` when given.
+    moves; writes the board as SVG to ``svg`` when given (the last move of
+    ``spec``, if any, highlighted).
     """
     try:
-        board, _moves = parse_position_spec(spec)
+        board, moves_played = parse_position_spec(spec)
     except (InvalidPosition, InvalidMove) as error:
         raise BookgenError(f"position {spec!r}: {error}") from None
     sfen = board_key(board)
@@ -27,7 +29,8 @@ def lookup_position(spec: str = "startpos", book: str | Path = DEFAULT_BOOK,
         moves = store.moves_of(found[0]) if found else []
     if svg is not None:
         try:
-            Path(svg).write_text(str(board.to_svg()), encoding="utf-8")
+            Path(svg).write_text(board_svg(board, last_move=moves_played[-1] if moves_played
+                                           else None), encoding="utf-8")
         except OSError as error:
             raise BookgenError(f"{svg}: cannot write ({error.strerror})") from None
     return {

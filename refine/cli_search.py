@@ -13,6 +13,7 @@ import click
 
 from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
+from bookgen.evaluators import batch_size_help
 from bookgen.store import DEFAULT_BOOK
 from refine.cli import refine_group
 
@@ -110,6 +111,9 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
               help="--iterate: evaluator of the grow runs (as bookgen grow --evaluator).")
 @click.option("--playouts", type=click.IntRange(1), default=200, show_default=True,
               help="--iterate: MCTS playouts per grown position.")
+@click.option("--batch-size", type=click.IntRange(1), default=None,
+              help="--iterate: leaves evaluated together in the grow runs' MCTS; "
+                   + batch_size_help() + ".")
 @click.option("--expand", type=click.IntRange(1), default=2, show_default=True,
               help="--iterate: positions grown per mistake and round.")
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
@@ -123,8 +127,8 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
 @reports_errors
 def mistakes_command(book: str, engine: str | None, analysis_run: int | None, threshold: int,
                      opp_threshold: int | None, diff: int, iterate: bool, max_iterations: int,
-                     evaluator: str, playouts: int, expand: int, workers: int, seed: int,
-                     output: str | None, as_json: bool) -> None:
+                     evaluator: str, playouts: int, batch_size: int | None, expand: int,
+                     workers: int, seed: int, output: str | None, as_json: bool) -> None:
     """Flag the positions where the book's score and the engine's disagree
     (dlshogi's diff_eval rule, plus mates the book missed), record them in
     the mistakes table and list them: one 'startpos moves ...' line per
@@ -136,7 +140,7 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
     summary = mistakes(book, engine=engine, analysis_run=analysis_run, threshold=threshold,
                        opp_threshold=opp_threshold, diff=diff, iterate=iterate,
                        max_iterations=max_iterations, evaluator=evaluator, playouts=playouts,
-                       expand=expand, workers=workers, seed=seed)
+                       batch_size=batch_size, expand=expand, workers=workers, seed=seed)
     if as_json:
         text = json.dumps(summary.as_dict(), indent=2) + "\n"
     else:

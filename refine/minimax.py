@@ -557,11 +557,16 @@ def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id:
     moves = np.char.decode(graph.move, "ascii")
     depths = np.where(result.option_depth >= DEPTH_INF, None, result.option_depth)
     links = np.where(link, child, None)
+    # Only rows whose values (or link) change are written, and counted as updated.
+    before = conn.total_changes
     conn.executemany(
-        "UPDATE moves SET minimax_value = ?, minimax_depth = ?, "
-        "child_id = coalesce(child_id, ?) WHERE position_id = ? AND move = ?",
+        "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2, "
+        "child_id = coalesce(child_id, ?3) WHERE position_id = ?4 AND move = ?5 "
+        "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2 "
+        "OR (child_id IS NULL AND ?3 IS NOT NULL))",
         zip(column(result.option_value, stored), column(depths, stored),
             column(links, stored), column(source_ids, stored), column(moves, stored)))
+    updated = conn.total_changes - before
     new = ~stored
     conn.executemany(
         "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
@@ -572,7 +577,7 @@ def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id:
     conn.executemany("UPDATE positions SET minimax_value = ?, minimax_depth = ? WHERE id = ?",
                      zip(result.node_value.tolist(), _depth_or_none(result.node_depth),
                          position_ids.tolist()))
-    return {"transposition_rows_added": int(new.sum()), "moves_updated": int(stored.sum()),
+    return {"transposition_rows_added": int(new.sum()), "moves_updated": updated,
             "transposition_rows_removed": len(graph.stale_transpositions),
             "child_links_added": int((link & stored).sum())}
 

@@ -49,6 +49,7 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
+from bookgen.evaluators import default_batch_size
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
 from bookgen.runcontrol import Interrupted, RunStop, mark_dead_runs, stop_on_interrupt
@@ -206,12 +207,17 @@ class MistakesSummary:
     mistakes: list[Mistake] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    positions_added: int = 0   # rows this run wrote itself (its grow and search runs
+    moves_added: int = 0       # count theirs in their own runs rows)
+    moves_updated: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"book": self.book, "run_id": self.run_id, "status": self.status,
                 "engine": self.engine, "key": self.key, "threshold": self.threshold,
                 "opp_threshold": self.opp_threshold, "diff": self.diff,
                 "compared": self.compared, "rounds": self.rounds, "notes": self.notes,
+                "positions_added": self.positions_added, "moves_added": self.moves_added,
+                "moves_updated": self.moves_updated,
                 "mistakes": [m.as_dict() for m in self.mistakes]}
 
 
@@ -230,11 +236,12 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
              opp_threshold: int | None = None, diff: int = DEFAULT_DIFF, iterate: bool = False,
              max_iterations: int = 3, evaluator: str = "builtin",
              evaluator_options: dict[str, Any] | None = None, playouts: int = 200,
-             expand: int = 2, workers: int = 1, seed: int = 0,
+             batch_size: int | None = None, expand: int = 2, workers: int = 1, seed: int = 0,
              progress: bool = True) -> MistakesSummary:
     """Find (and with ``iterate`` work on) the book's evaluation mistakes; records
     them in the ``mistakes`` table under a ``refine mistakes`` run. See the module
-    docstring and ``bookgen refine mistakes --help``."""
+    docstring and ``bookgen refine mistakes --help``. ``batch_size`` (None: the
+    evaluator's default) goes to the grow runs of ``iterate``."""
     for name, value in (("--threshold", threshold), ("--diff", diff),
                         ("--opp-threshold", opp_threshold)):
         if value is not None and value < 0:
@@ -256,7 +263,10 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
                   "iterate": iterate, "max_iterations": max_iterations if iterate else None,
                   "evaluator": evaluator if iterate else None,
                   "evaluator_options": evaluator_options if iterate else None,
-                  "playouts": playouts if iterate else None, "expand": expand if iterate else None,
+                  "playouts": playouts if iterate else None,
+                  "batch_size": ((batch_size or default_batch_size(evaluator)) if iterate
+                                 else None),
+                  "expand": expand if iterate else None,
                   "workers": workers, "seed": seed}
         with store.transaction():
             run_id = store.begin_run("refine mistakes", params, evaluator=key["engine"])
@@ -267,14 +277,21 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
         try:
             with stop_on_interrupt() as stop:
                 status = _rounds(store, summary, stop, iterate, max_iterations, evaluator,
-                                 evaluator_options, playouts, expand, workers, seed, progress)
+                                 evaluator_options, playouts, batch_size, expand, workers, seed,
+                                 progress)
         finally:
             summary.status = status
             with store.transaction():
-                store.end_run(run_id, status=status, counts=_counts(summary))
+                _end_run(store, summary, status)
         return summary
     finally:
         store.close()
+
+
+def _end_run(store: Book, summary: MistakesSummary, status: str) -> None:
+    store.end_run(summary.run_id, status=status, positions_added=summary.positions_added,
+                  moves_added=summary.moves_added, moves_updated=summary.moves_updated,
+                  counts=_counts(summary))
 
 
 def _counts(summary: MistakesSummary) -> dict[str, Any]:
@@ -292,12 +309,13 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
             [(summary.run_id, iteration, m.position_id, m.analysis_run_id, m.kind, m.book_value,
               m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, now())
              for m in found])
-        store.end_run(summary.run_id, status="running", counts=_counts(summary))
+        _end_run(store, summary, "running")
 
 
 def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
             max_iterations: int, evaluator: str, evaluator_options: dict[str, Any] | None,
-            playouts: int, expand: int, workers: int, seed: int, progress: bool) -> str:
+            playouts: int, batch_size: int | None, expand: int, workers: int, seed: int,
+            progress: bool) -> str:
     flagged_before: set[int] = set()
     iteration = 0
     while True:
@@ -314,14 +332,15 @@ def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
         iteration += 1
         flagged_before.update(m.position_id for m in found)
         status = _extend(store, summary, stop, new, evaluator, evaluator_options, playouts,
-                         expand, workers, seed + iteration, progress)
+                         batch_size, expand, workers, seed + iteration, progress)
         if status != "done" or stop.is_set():
             return status if status != "done" else "interrupted"
 
 
 def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mistake],
-            evaluator: str, evaluator_options: dict[str, Any] | None, playouts: int, expand: int,
-            workers: int, seed: int, progress: bool) -> str:
+            evaluator: str, evaluator_options: dict[str, Any] | None, playouts: int,
+            batch_size: int | None, expand: int, workers: int, seed: int,
+            progress: bool) -> str:
     """One ``iter_diff_eval`` step: grow from the positions after the chosen moves,
     propagate, search what was added. Returns the status of the step."""
     roots: dict[str, None] = {}
@@ -335,7 +354,7 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
             continue
         roots[f"sfen {board.sfen()}"] = None
         if move == mistake.engine_move:
-            added_moves += _add_engine_move(store, summary.run_id, mistake, board)
+            added_moves += _add_engine_move(store, summary, mistake, board)
     step = summary.rounds[-1]
     step["roots"] = len(roots)
     step["engine_moves_added"] = added_moves
@@ -355,6 +374,7 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
             Path(roots_file).write_text(root + "\n", encoding="utf-8")
             grown = grow(store.path, evaluator=evaluator, evaluator_options=evaluator_options,
                          roots=roots_file, positions=expand, playouts=playouts,
+                         batch_size=batch_size,
                          eval_threshold=MATE_VALUE, seed=seed * 100_003 + number,
                          progress=progress)
             grow_runs.append(grown.run_id)
@@ -384,12 +404,14 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
     return searched.status
 
 
-def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
+def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
                      child_board: cshogi.Board) -> int:
     """Make the engine's move a book move of the mistaken position (valued at the
     engine's score, child linked), so that what grows behind it reaches the
-    position's value. Returns 1 if a move was added, 0 if it was a book move."""
+    position's value. Returns 1 if a move was added, 0 if it was a book move;
+    counts the rows written in ``summary``."""
     conn = store.conn
+    run_id = summary.run_id
     if conn.execute(f"SELECT 1 FROM moves m WHERE position_id = ? AND move = ? "
                     f"AND NOT {TRANSPOSITION_ROW_SQL}",
                     (mistake.position_id, mistake.engine_move)).fetchone():
@@ -404,8 +426,13 @@ def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
                 "VALUES (?, ?, ?, ?, ?)",
                 (child_sfen, signed64(child_board.zobrist_hash()), ply, child_board.turn,
                  run_id)).lastrowid
+            positions_added = 1
         else:
             child_id = row[0]
+            positions_added = 0
+        transposition = conn.execute(
+            "SELECT 1 FROM moves WHERE position_id = ? AND move = ?",
+            (mistake.position_id, mistake.engine_move)).fetchone() is not None
         # A transposition row refine minimax added for this move becomes a book move.
         conn.execute(
             "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
@@ -415,6 +442,11 @@ def _add_engine_move(store: Book, run_id: int, mistake: Mistake,
             "eval_value = excluded.eval_value, run_id = excluded.run_id",
             (mistake.position_id, mistake.engine_move, mistake.engine_value,
              mistake.engine_depth, child_id, mistake.engine_value, run_id))
+    summary.positions_added += positions_added
+    if transposition:
+        summary.moves_updated += 1
+    else:
+        summary.moves_added += 1
     return 1
 
 

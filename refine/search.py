@@ -1024,6 +1024,7 @@ class SearchSummary:
     selected: int = 0
     already_analysed: int = 0
     to_analyse: int = 0
+    left_by_limit: int = 0   # positions still to analyse that --limit left for a later run
     analysed: int = 0
     failed: int = 0
     restarts: int = 0
@@ -1085,6 +1086,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
         done = analysed_positions(store, settings.key())
         todo = [pid for pid in selected if pid not in done]
         already = len(selected) - len(todo)
+        left = len(todo) - limit if limit is not None and len(todo) > limit else 0
         if limit is not None:
             todo = todo[:limit]
         params = {"engine": settings.spec, "key": settings.key(), "select": select,
@@ -1093,7 +1095,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
                   "only": len(wanted) if wanted is not None else None}
         summary = SearchSummary(str(book), 0, "running", settings.spec, select,
                                 selected=len(selected), already_analysed=already,
-                                to_analyse=len(todo))
+                                to_analyse=len(todo), left_by_limit=left)
         with store.transaction():
             summary.run_id = store.begin_run("refine search", params, evaluator=settings.spec)
             store.end_run(summary.run_id, status="running", counts=_counts(summary))
@@ -1148,6 +1150,7 @@ def _counts(summary: SearchSummary) -> dict[str, Any]:
             "already_analysed": summary.already_analysed, "to_analyse": summary.to_analyse,
             "analysed": summary.analysed, "failed": summary.failed,
             "failed_positions": summary.failed_positions[:100], "restarts": summary.restarts,
+            "left_by_limit": summary.left_by_limit,
             "last_error": summary.last_error[:500], "seconds": round(summary.seconds, 3),
             "stop_reason": summary.stop_reason}
 
@@ -1171,7 +1174,7 @@ def _run(store: Book, index: BookIndex, todo: list[int], backend: Any, summary: 
                     return "interrupted"
                 if summary.failed and not summary.analysed:
                     raise BookgenError(_broken_engine(summary, None, failures_in_a_row))
-                summary.stop_reason = "all selected positions searched"
+                summary.stop_reason = _done_reason(summary)
                 return "done"
             results = collect_or_abandon(backend, stop)
             if results is None:
@@ -1205,6 +1208,15 @@ def _broken_engine(summary: SearchSummary, result: AnalysisResult | None,
         what = f"failed on every position it was given ({positions})"
     return (f"engine {summary.engine} {what}, each time after retries; last error: "
             f"{summary.last_error}")
+
+
+def _done_reason(summary: SearchSummary) -> str:
+    if summary.left_by_limit:
+        searched = summary.analysed + summary.failed
+        return (f"--limit reached: {searched} of {searched + summary.left_by_limit} selected "
+                f"positions not yet analysed searched, {summary.left_by_limit} left for a "
+                "later run")
+    return "all selected positions searched"
 
 
 def _record(store: Book, summary: SearchSummary, result: AnalysisResult) -> None:

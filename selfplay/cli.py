@@ -59,8 +59,26 @@ def starts_command(**kwargs: Any) -> None:
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
+    click.echo(format_starts_summary(summary))
+
+
+def format_starts_summary(summary: dict[str, Any]) -> str:
+    """The one-line report of ``bookgen starts``. For usi lines it says how many
+    start from the initial position; the other formats hold positions only."""
     plies = ", ".join(f"{ply}: {n}" for ply, n in summary["by_ply"].items())
-    click.echo(f"{summary['file']}: {summary['written']} lines/records for "
-               f"{summary['positions']} positions ({summary['from_startpos']} reached from the "
-               f"initial position); values {summary['value_min']} .. {summary['value_max']}; "
-               f"by ply {{{plies}}}")
+    lines = "lines" if summary["format"] in ("usi", "sfen") else "records"
+    text = f"{summary['file']}: {summary['written']} {lines} for {summary['positions']} positions"
+    if summary["format"] == "usi" and summary["positions"]:
+        reached = summary["from_startpos"]
+        others = summary["positions"] - reached
+        if not others:
+            text += " (all as 'startpos moves ...')"
+        elif not reached:
+            text += (" (all as 'sfen ...': none is reached from the initial position by book "
+                     "moves)")
+        else:
+            text += (f" ({reached} as 'startpos moves ...', {others} as 'sfen ...': not "
+                     "reached from the initial position by book moves)")
+    if summary["value_min"] is not None:
+        text += f"; values {summary['value_min']} .. {summary['value_max']}"
+    return text + (f"; by ply {{{plies}}}" if plies else "")

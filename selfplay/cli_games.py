@@ -14,6 +14,7 @@ import click
 
 from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
+from bookgen.evaluators import batch_size_help
 
 
 def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -39,8 +40,9 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--white", help="Player for white (same forms as --player).")
 @click.option("--playouts", type=click.IntRange(1), default=100, show_default=True,
               help="MCTS playouts per move.")
-@click.option("--batch-size", type=click.IntRange(1), default=1, show_default=True,
-              help="Leaves evaluated together in MCTS (networks: also the model batch).")
+@click.option("--batch-size", type=click.IntRange(1), default=None,
+              help="Leaves evaluated together in MCTS (networks: also the model batch); "
+                   + batch_size_help() + ".")
 @click.option("--random-moves", type=click.IntRange(0), default=4, show_default=True,
               help="MCTS players sample the first K plies of each game from visit counts "
                    "(dlshogi --random).")
@@ -87,7 +89,8 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @reports_errors
 def selfplay_command(starts: str, games: int, output: str, player: str, black: str | None,
-                     white: str | None, playouts: int, batch_size: int, random_moves: int,
+                     white: str | None, playouts: int, batch_size: int | None,
+                     random_moves: int,
                      temperature: float, random_cutoff: float, csa_dir: str | None,
                      workers: int, max_ply: int, resign: int | None, resign_moves: int,
                      out_min: str | None, min_ply: int, declaration_rule: str,
@@ -108,8 +111,8 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     from selfplay.games import selfplay
 
     evaluator_options: dict[str, Any] = {}
-    if batch_size > 1 and any(s.startswith(("torch:", "onnx:"))
-                              for s in (player, black or "", white or "")):
+    if batch_size is not None and batch_size > 1 and any(
+            s.startswith(("torch:", "onnx:")) for s in (player, black or "", white or "")):
         evaluator_options["batch_size"] = batch_size
     summary = selfplay(
         starts, games, output, player=player, black=black, white=white, playouts=playouts,
@@ -205,7 +208,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
     assert initial is not None and final is not None
     click.echo(f"{output}: {summary.blocks}x{summary.channels} network "
                f"({summary.parameters:,} parameters), {summary.train_records} training / "
-               f"{summary.validation_records} validation records ({summary.skipped} skipped), "
+               f"{summary.validation_records} validation records, "
                f"{len(summary.epochs)} epochs, {summary.samples_per_second:.0f} samples/s; "
                f"train loss {initial.loss:.4f} -> {final.loss:.4f}"
                + ("; interrupted" if summary.interrupted else ""))

@@ -64,6 +64,7 @@ import numpy as np
 
 from bookgen.errors import BookgenError
 from bookgen.evaluators import EvaluatorError
+from bookgen.formats.hcp import read_hcp
 from bookgen.mcts import Mcts, SearchSettings
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
@@ -88,8 +89,9 @@ DEFAULT_BYOYOMI = 1000
 def read_starts(path: str | Path) -> np.ndarray:
     """Start positions as an array of ``cshogi.HuffmanCodedPos`` records.
 
-    ``.hcp`` files are read as raw records (each must decode to a valid
-    position); anything else as ``startpos moves ...`` / ``sfen ...`` lines.
+    ``.hcp`` files are read as raw records, each checked to be a valid position
+    (:func:`bookgen.formats.hcp.read_hcp`); anything else as ``startpos moves
+    ...`` / ``sfen ...`` lines.
     """
     path = Path(path)
     if path.suffix.lower() != ".hcp":
@@ -98,31 +100,15 @@ def read_starts(path: str | Path) -> np.ndarray:
         for i, board in enumerate(boards):
             board.to_hcp(records[i]["hcp"])
         return records
-    try:
-        size = path.stat().st_size
-    except OSError as error:
-        raise BookgenError(f"{path}: cannot read start positions ({error.strerror})") from None
-    if size == 0 or size % HCP.itemsize:
-        raise BookgenError(f"{path}: {size} bytes is not a whole number of "
-                           f"{HCP.itemsize}-byte hcp records")
-    records = np.fromfile(path, HCP)
+    records = read_hcp(path)
+    if not len(records):
+        raise BookgenError(f"{path}: empty file, no start positions")
     board = cshogi.Board()
-    for i, record in enumerate(records):
-        if not _valid_hcp(board, record["hcp"]):
-            raise BookgenError(f"{path}: record {i} is not a valid position")
-    return records
-
-
-def _valid_hcp(board: cshogi.Board, hcp: np.ndarray) -> bool:
-    from bookgen.position import InvalidPosition, parse_sfen
-
-    try:
+    for index, hcp in enumerate(records["hcp"]):
         board.set_hcp(hcp)
-        # Decodable is not enough: the checked sfen parser catches impossible boards.
-        parse_sfen(board.sfen())
-    except (RuntimeError, InvalidPosition):
-        return False
-    return True
+        if board.is_game_over():
+            raise BookgenError(f"{path}: record {index}: the side to move has no legal move")
+    return records
 
 
 # --------------------------------------------------------------------------
@@ -577,7 +563,7 @@ def _worker_play(index: int) -> GameRecord:
 
 def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str = "builtin",
              black: str | None = None, white: str | None = None, playouts: int = 100,
-             batch_size: int = 1, random_moves: int = 4, temperature: float = 1.0,
+             batch_size: int | None = None, random_moves: int = 4, temperature: float = 1.0,
              random_cutoff: float = 0.9, csa_dir: str | Path | None = None, workers: int = 1,
              max_ply: int = 320, resign: int | None = None, resign_moves: int = 3,
              out_min: str | Path | None = None, min_ply: int = 0, seed: int = 0,
@@ -594,10 +580,12 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
     player for that side (see the module docstring for player specs).
     ``engine_options`` go to every USI player, ``black_engine_options`` /
     ``white_engine_options`` to one side's only. ``evaluator_options`` go to
-    the evaluators of MCTS players. See ``bookgen selfplay --help``.
+    the evaluators of MCTS players. ``batch_size`` None gives each MCTS player its
+    evaluator's default (:func:`bookgen.evaluators.default_batch_size`). See
+    ``bookgen selfplay --help``.
     """
     for name, value, low in (("--games", games, 1), ("--playouts", playouts, 1),
-                             ("--batch-size", batch_size, 1), ("--workers", workers, 1),
+                             ("--batch-size", batch_size or 1, 1), ("--workers", workers, 1),
                              ("--max-ply", max_ply, 1), ("--resign-moves", resign_moves, 1),
                              ("--random-moves", random_moves, 0), ("--min-ply", min_ply, 0)):
         if value < low:
@@ -616,17 +604,21 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
     out_min_path = Path(out_min) if out_min is not None else None
     if out_min_path is not None:
         _check_target(out_min_path, force, append, "--out-min file")
+    start_records = read_starts(starts)
     csa_path = Path(csa_dir) if csa_dir is not None else None
     if csa_path is not None:
         try:
             csa_path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
-    start_records = read_starts(starts)
 
     def config(spec: str, side_options: dict[str, str] | None) -> PlayerConfig:
+        from bookgen.evaluators import default_batch_size
+
         return PlayerConfig(
-            spec=spec, playouts=playouts, batch_size=batch_size, random_moves=random_moves,
+            spec=spec, playouts=playouts,
+            batch_size=batch_size if batch_size is not None else default_batch_size(spec),
+            random_moves=random_moves,
             temperature=temperature, random_cutoff=random_cutoff,
             evaluator_options=tuple(sorted((evaluator_options or {}).items())),
             engine_options=tuple({**(engine_options or {}), **(side_options or {})}.items()),

@@ -18,12 +18,13 @@ hcpe, as ``bookgen selfplay`` writes them). Each record gives:
   trusts the search values more than dlshogi's 0.667, because self-play
   games from few playouts have noisy results.
 
-The loss is the sum of the two. Records that do not decode, whose best move
-is not legal, or whose ``gameResult`` is not 0, 1 or 2 are skipped and
-counted. A share ``val_split`` of the records (chosen with ``seed``) is held
-out; loss and accuracy (policy: the best move is the top label; value: the
-sign of the prediction agrees with a decisive result) are reported on it
-after every epoch, on the training records before and after training (a
+The loss is the sum of the two. A record that does not hold a valid
+position, whose best move is not legal there, or whose ``gameResult`` is not
+0, 1 or 2 is an error (file and record named) before anything is trained.
+A share ``val_split`` of the records (chosen with ``seed``) is held out;
+loss and accuracy (policy: the best move is the top label; value: the sign
+of the prediction agrees with a decisive result) are reported on it after
+every epoch, on the training records before and after training (a
 sample of at most ``TRAIN_METRICS_SAMPLE`` of them), and on ``eval_on``
 files before and after. The model is saved in :mod:`bookgen.network`'s
 format, loadable as ``torch:PATH``. Ctrl-C stops after the current batch
@@ -47,6 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from bookgen.errors import BookgenError
+from bookgen.formats.hcp import read_hcpe
 from bookgen.network import (DEFAULT_BLOCKS, DEFAULT_CHANNELS, FEATURES1_NUM, FEATURES2_NUM,
                              PolicyValueNetwork, load_model, parameter_count, save_model)
 from bookgen.progress import progress_bar
@@ -68,7 +70,6 @@ class Dataset:
     labels: np.ndarray     # (n,) int64 policy labels
     results: np.ndarray    # (n,) float32 game result for the side to move: 1, 0.5, 0
     values: np.ndarray     # (n,) float32 sigmoid(eval / coef)
-    skipped: int = 0
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -77,51 +78,27 @@ class Dataset:
         return (alpha * self.results + (1.0 - alpha) * self.values).astype(np.float32)
 
 
-def _read_hcpe(path: Path) -> np.ndarray:
-    try:
-        size = path.stat().st_size
-    except OSError as error:
-        raise BookgenError(f"{path}: cannot read ({error.strerror})") from None
-    if size % HCPE.itemsize:
-        raise BookgenError(f"{path}: {size} bytes is not a whole number of "
-                           f"{HCPE.itemsize}-byte hcpe records")
-    return np.fromfile(path, HCPE)
-
-
 def load_hcpe(paths: Sequence[str | Path], coef: float = EVAL_COEF) -> Dataset:
-    """Read and decode hcpe files; unusable records are skipped and counted."""
+    """Read and decode hcpe files; a bad record (position, best move or result)
+    is an error naming the file and the record (:func:`bookgen.formats.hcp.read_hcpe`)."""
     if not paths:
         raise BookgenError("no training data files")
-    raw = np.concatenate([_read_hcpe(Path(p)) for p in paths])
-    board = cshogi.Board()
-    keep = np.zeros(len(raw), dtype=bool)
-    labels = np.zeros(len(raw), dtype=np.int64)
-    results = np.zeros(len(raw), dtype=np.float32)
+    files = [read_hcpe(path) for path in paths]
+    raw = np.concatenate([records for records, _moves in files])
+    moves = np.concatenate([moves for _records, moves in files]).tolist()
     hcp = raw["hcp"]
-    moves16 = raw["bestMove16"].astype(np.int64) & 0xFFFF
-    game_results = raw["gameResult"]
-    for i in range(len(raw)):
-        game_result = int(game_results[i])
-        if game_result not in (cshogi.DRAW, cshogi.BLACK_WIN, cshogi.WHITE_WIN):
-            continue
-        try:
-            board.set_hcp(hcp[i])
-        except RuntimeError:  # not a valid Huffman code
-            continue
-        move = board.move_from_move16(int(moves16[i]))
-        if not move or move not in board.legal_moves:
-            continue
-        turn = board.turn
-        keep[i] = True
-        labels[i] = dlshogi.make_move_label(move, turn)
-        if game_result == cshogi.DRAW:
-            results[i] = 0.5
-        else:
-            winner = cshogi.BLACK if game_result == cshogi.BLACK_WIN else cshogi.WHITE
-            results[i] = 1.0 if winner == turn else 0.0
+    turns = (hcp[:, 0] & 1).tolist()          # the hcp's first bit: 1 for white to move
+    make_label = dlshogi.make_move_label
+    labels = np.array([make_label(move, turn) for move, turn in zip(moves, turns)],
+                      dtype=np.int64)
+    game_results = raw["gameResult"].astype(np.int64)
+    # The result for the side to move: 1 won, 0 lost, 0.5 draw.
+    winner = np.where(game_results == cshogi.BLACK_WIN, cshogi.BLACK, cshogi.WHITE)
+    results = np.where(game_results == cshogi.DRAW, 0.5,
+                       (winner == np.array(turns, dtype=np.int64)).astype(np.float64))
     values = 1.0 / (1.0 + np.exp(-raw["eval"].astype(np.float64) / coef))
-    return Dataset(np.ascontiguousarray(hcp[keep]), labels[keep], results[keep],
-                   values[keep].astype(np.float32), skipped=int((~keep).sum()))
+    return Dataset(np.ascontiguousarray(hcp), labels, results.astype(np.float32),
+                   values.astype(np.float32))
 
 
 class _Features:
@@ -222,7 +199,6 @@ class TrainSummary:
     parameters: int
     train_records: int
     validation_records: int
-    skipped: int
     epochs: list[EpochReport] = field(default_factory=list)
     initial_train: Metrics | None = None
     final_train: Metrics | None = None
@@ -288,8 +264,7 @@ def train(data: Sequence[str | Path], output: str | Path, *, init: str | Path | 
 
     dataset = load_hcpe(data)
     if len(dataset) == 0:
-        raise BookgenError(f"no usable records in {', '.join(map(str, data))} "
-                           f"({dataset.skipped} skipped)")
+        raise BookgenError(f"no records in {', '.join(map(str, data))}")
     eval_set = load_hcpe(eval_on) if eval_on else None
 
     if init_path is not None:
@@ -314,8 +289,7 @@ def train(data: Sequence[str | Path], output: str | Path, *, init: str | Path | 
                    if len(train_rows) > TRAIN_METRICS_SAMPLE else np.sort(train_rows))
 
     summary = TrainSummary(str(output), model.blocks_count, model.channels,
-                           parameter_count(model), len(train_rows), validation_count,
-                           dataset.skipped)
+                           parameter_count(model), len(train_rows), validation_count)
     say = log or (lambda _line: None)
     summary.initial_train = evaluate(model, dataset, sample_rows, batch_size, alpha)
     say(f"before training: train {summary.initial_train.line()}")

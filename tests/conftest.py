@@ -7,13 +7,15 @@ that expected results never come from the code under test:
 * a DB2016 text writer (with optional BOM / CRLF) for building input files;
 * a small independent DB2016 parser for reading exported files;
 * ``run_cli``: click's CliRunner on ``bookgen.cli.main``;
-* ``dump_book``: the content of a book file read with the plain sqlite3 module.
+* ``dump_book``: the content of a book file read with the plain sqlite3 module;
+* ``chromium_binary`` / ``run_chromium``: headless Chromium for rendering tests.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -280,6 +282,34 @@ def run_bookgen_process(*args: object, env: dict[str, str] | None = None,
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# --------------------------------------------------------------------------
+# headless Chromium (the report and board diagram renders)
+
+CHROMIUM_TIMEOUT = 180
+
+
+def chromium_binary() -> str:
+    for candidate in ("/usr/bin/chromium", shutil.which("chromium") or ""):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail("chromium is not installed: run 'make engines' (it installs chromium) or "
+                "apt-get install chromium")
+
+
+def run_chromium(profile: Path, *args: str, env: dict[str, str] | None = None
+                 ) -> subprocess.CompletedProcess:
+    """Run headless Chromium with its own ``profile`` directory; ``env`` replaces the
+    environment (a fontconfig setting, say). Fails the test unless it exits 0."""
+    command = [chromium_binary(), "--headless", "--disable-gpu", "--no-sandbox",
+               "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars",
+               "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", f"--user-data-dir={profile}", *args]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT,
+                          env=env)
+    assert proc.returncode == 0, f"{' '.join(command)}: exit {proc.returncode}\n{proc.stderr}"
+    return proc
 
 
 # --------------------------------------------------------------------------

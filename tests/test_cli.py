@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bookgen.cli import main as cli_main
+from bookgen.store import Book
 from conftest import (STARTPOS, book_entries, dump_book, key_of, legal_usis, random_walk,
                       replies_after, run_cli, write_db2016)
 
@@ -147,8 +148,7 @@ def test_stats_small_edge_cases(tmp_path):
 
 
 def test_stats_of_empty_book(tmp_path):
-    (tmp_path / "e.db").write_text("#YANEURAOU-DB2016 1.00\n")
-    run_cli("import", tmp_path / "e.db", "-b", tmp_path / "b.sqlite")
+    Book(tmp_path / "b.sqlite").close()   # (importing an empty DB2016 book is an error)
     stats = json.loads(run_cli("stats", "--json", "-b", tmp_path / "b.sqlite").stdout)
     assert stats["positions"] == 0 and stats["moves"] == 0
     assert stats["ply"]["count"] == 0
@@ -235,6 +235,28 @@ def test_show_bad_position(show_book, spec):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("bookgen: error:"), result.stderr
     assert "Traceback" not in result.output + result.stderr
+
+
+@pytest.mark.parametrize("spec,moves", [("7g7f", "7g7f"), ("7g7f 3c3d", "7g7f 3c3d"),
+                                        ("moves 7g7f", "7g7f"), ("P*5e", "P*5e")])
+def test_show_moves_without_a_position_suggest_startpos(show_book, spec, moves):
+    book, _ = show_book
+    result = run_cli("show", "-b", book, *spec.split(), expect=2)
+    assert result.stderr.strip() == (
+        f"bookgen: error: position {spec!r}: starts with a move, not a position; for moves "
+        f"from the initial position write 'startpos moves {moves}'")
+
+
+def test_show_svg_says_where_it_wrote(show_book, tmp_path):
+    book, after_key = show_book
+    svg = tmp_path / "board.svg"
+    result = run_cli("show", "-b", book, "--svg", svg, "startpos moves 7g7f")
+    assert result.stdout.rstrip().endswith(f"{svg}: board written")
+    assert svg.exists()
+    # With --json the confirmation goes to stderr: stdout stays one JSON document.
+    result = run_cli("show", "--json", "-b", book, "--svg", svg, "startpos moves 7g7f")
+    assert json.loads(result.stdout)["sfen"] == after_key
+    assert result.stderr.strip() == f"{svg}: board written"
 
 
 # ---------------------------------------------------------------- merge

@@ -32,6 +32,34 @@ def book_rows(book: Path) -> tuple[dict[int, tuple], list[tuple]]:
     return positions, moves
 
 
+def check_depths_and_ponders(book: Path) -> None:
+    """A move into a child with moves has the child's first move (value, count,
+    move: the order export writes) as its ponder and that move's depth + 1; any
+    other move has the depth of the search behind it (>= 1 when it was visited)
+    and, if any, a ponder legal in the child."""
+    conn = sqlite3.connect(book)
+    try:
+        rows = conn.execute("SELECT m.position_id, m.move, m.ponder, m.value, m.depth, m.count, "
+                            "m.child_id, m.visits, p.sfen FROM moves m JOIN positions p "
+                            "ON p.id = m.position_id").fetchall()
+    finally:
+        conn.close()
+    by_position: dict[int, list[tuple]] = {}
+    for row in rows:
+        by_position.setdefault(row[0], []).append(row)
+    for _pid, move, ponder, _value, depth, _count, child_id, visits, sfen in rows:
+        child_moves = by_position.get(child_id)
+        if child_moves:
+            first = min(child_moves, key=lambda r: (-r[3], -r[5], r[1]))
+            assert (ponder, depth) == (first[1], first[4] + 1), f"{sfen} {move}"
+        else:
+            assert depth is not None and depth >= (1 if visits else 0), f"{sfen} {move}"
+            if ponder is not None:
+                board = cshogi.Board(f"{sfen} 1")
+                board.push_usi(move)
+                assert ponder in {cshogi.move_to_usi(m) for m in board.legal_moves}
+
+
 def check_grown_book(book: Path, roots: list[str] | None = None) -> dict[str, int]:
     """The invariants every grown book must satisfy; returns some counts."""
     positions, moves = book_rows(book)
@@ -64,6 +92,7 @@ def check_grown_book(book: Path, roots: list[str] | None = None) -> dict[str, in
             else:
                 assert value == eval_value
         assert positions[pid][3] == max(r[2] for r in rows), "position value is its best move"
+    check_depths_and_ponders(book)
     # Reachable from the roots through book moves.
     starts = roots or [START]
     reached = {by_sfen[s] for s in starts if s in by_sfen}
@@ -128,12 +157,60 @@ def test_resume_continues_the_same_book(tmp_path):
     assert summary_expansions(book) == 10
     check_grown_book(book)
     conn = sqlite3.connect(book)
-    runs = conn.execute("SELECT command, status, positions_added, evaluator, params FROM runs"
+    runs = conn.execute("SELECT command, status, evaluator, params, counts FROM runs"
                         ).fetchall()
     conn.close()
-    assert [(r[0], r[1], r[2], r[3]) for r in runs] == [("grow", "done", 5, "builtin")] * 2
-    params = json.loads(runs[0][4])
+    assert [(r[0], r[1], r[2]) for r in runs] == [("grow", "done", "builtin")] * 2
+    assert [json.loads(r[4])["expansions"] for r in runs] == [5, 5]
+    params = json.loads(runs[0][3])
     assert params["playouts"] == 30 and params["strategy"] == "dlshogi"
+
+
+def _moves_table(book: Path) -> dict[tuple[int, str], tuple]:
+    conn = sqlite3.connect(book)
+    try:
+        return {(row[0], row[1]): row[2:] for row in conn.execute(
+            "SELECT position_id, move, ponder, value, depth, count, visits, prior, win_rate, "
+            "child_id, eval_value, run_id FROM moves")}
+    finally:
+        conn.close()
+
+
+def _run_row(book: Path, run_id: int) -> tuple:
+    conn = sqlite3.connect(book)
+    try:
+        return conn.execute("SELECT positions_added, moves_added, moves_updated, counts "
+                            "FROM runs WHERE id = ?", (run_id,)).fetchone()
+    finally:
+        conn.close()
+
+
+def test_runs_count_the_rows_each_run_wrote(tmp_path):
+    """positions_added / moves_added / moves_updated are the rows a grow run
+    inserted and changed (compared with snapshots of the tables), not its
+    expansions; the expansions are in counts."""
+    book = tmp_path / "book.sqlite"
+    first = grow(book, playouts=30, positions=6, seed=3, progress=False)
+    after_first = _moves_table(book)
+    positions_first = len(book_rows(book)[0])
+    second = grow(book, playouts=30, positions=6, seed=4, progress=False)
+    after_second = _moves_table(book)
+    positions_second = len(book_rows(book)[0])
+
+    added, moves, updated, counts = _run_row(book, first.run_id)
+    assert (added, moves, updated) == (positions_first, len(after_first), 0)
+    assert json.loads(counts)["expansions"] == 6
+    assert added > 6 and moves > 6  # rows, not expansions
+
+    added, moves, updated, counts = _run_row(book, second.run_id)
+    new = set(after_second) - set(after_first)
+    changed = [key for key in after_first if after_second[key] != after_first[key]]
+    assert added == positions_second - positions_first > 0
+    assert moves == len(new) > 0
+    assert updated == len(changed) > 0  # values propagated into older moves
+    assert json.loads(counts)["expansions"] == 6
+    assert (second.positions_added, second.moves_added, second.moves_updated) == \
+        (added, moves, updated)
 
 
 def test_grow_on_an_imported_book_links_into_it(tmp_path):
@@ -220,10 +297,13 @@ def test_ctrl_c_stops_exits_130_and_keeps_what_was_recorded(tmp_path):
     assert "Traceback" not in err
     check_grown_book(book)
     conn = sqlite3.connect(book)
-    status, added = conn.execute("SELECT status, positions_added FROM runs").fetchone()
+    status, added, counts = conn.execute(
+        "SELECT status, positions_added, counts FROM runs").fetchone()
+    positions = conn.execute("SELECT count(*) FROM positions").fetchone()[0]
     conn.close()
     assert status == "interrupted"
-    assert added == summary_expansions(book)
+    assert added == positions
+    assert json.loads(counts)["expansions"] == summary_expansions(book)
 
 
 def test_grow_cli_errors(tmp_path):
@@ -274,6 +354,43 @@ def test_grow_with_fairy_stockfish_multipv(tmp_path):
     assert counts["expanded"] == 4
 
 
+@pytest.mark.parametrize("evaluator,options", [
+    ("builtin", {}),
+    (f"usi:{FAIRY}", {"nodes": 5000, "multipv": 3, "multipv_margin": 300}),
+])
+def test_exported_grown_book_has_depths_and_ponders(tmp_path, evaluator, options):
+    """DB2016 export of a grown book: every position's first move has a search depth
+    (YaneuraOu skips a position whose first move is below BookDepthLimit), and a move
+    whose child is in the file has the child's first move as its ponder."""
+    from conftest import parse_db2016
+
+    book = tmp_path / "book.sqlite"
+    grow(book, evaluator=evaluator, evaluator_options=options, playouts=60, positions=8,
+         seed=2, progress=False)
+    out = tmp_path / "book.db"
+    run_cli("export", "-b", book, "-o", out)
+    parsed = parse_db2016(out.read_text())
+    blocks = {sfen: moves for sfen, _ply, moves in parsed.blocks}
+    assert len(blocks) == 8
+    ponders = 0
+    for sfen, moves in blocks.items():
+        assert moves[0][3] is not None and moves[0][3] >= 1, f"depth of {sfen} {moves[0]}"
+        for move, ponder, _value, depth, _count in moves:
+            board = cshogi.Board(f"{sfen} 1")
+            board.push_usi(move)
+            child = blocks.get(board.sfen().rsplit(" ", 1)[0])
+            if child is not None:
+                assert ponder == child[0][0]
+                assert depth == child[0][3] + 1
+                ponders += 1
+            if ponder is not None:
+                assert board.move_from_usi(ponder) in board.legal_moves
+    assert ponders >= 7  # every expanded position but the root is some move's child
+    if evaluator.startswith("usi:"):
+        # The engine's own depth: fairy-stockfish reaches more than a few plies at 5000 nodes.
+        assert max(m[3] for moves in blocks.values() for m in moves) >= 5
+
+
 def test_grow_with_gpsusi_without_multipv(tmp_path):
     book = tmp_path / "book.sqlite"
     summary = grow(book, evaluator=f"usi:{GPSUSI}",
@@ -299,6 +416,56 @@ def test_grow_with_torch_and_onnx_models(tmp_path):
     grow(book, evaluator=f"onnx:{onnx}", playouts=32, batch_size=8, positions=4, progress=False)
     assert summary_expansions(book) == 8
     check_grown_book(book)
+
+
+def test_network_evaluators_batch_leaves_by_default(tmp_path, monkeypatch):
+    """Without --batch-size, torch/onnx (and blend over them) evaluate leaves in
+    batches (grow, selfplay, refine mistakes --iterate); builtin one at a time; the
+    help texts say so."""
+    from bookgen.evaluators import network
+
+    model = tmp_path / "m.pt"
+    run_cli("model", "init", "-o", model, "--blocks", "1", "--channels", "8")
+    onnx = tmp_path / "m.onnx"
+    run_cli("model", "export-onnx", model, "-o", onnx)
+    sizes: list[int] = []
+    original = network.NetworkEvaluator.evaluate
+
+    def spy(self, boards):  # type: ignore[no-untyped-def]
+        sizes.append(len(boards))
+        return original(self, boards)
+
+    monkeypatch.setattr(network.NetworkEvaluator, "evaluate", spy)
+    book = tmp_path / "book.sqlite"
+    for spec in (f"torch:{model}", f"onnx:{onnx}", f"blend:{book}:torch:{model}", "builtin"):
+        sizes.clear()
+        result = run_cli("grow", "-b", book, "--evaluator", spec, "--playouts", "64",
+                         "--positions", "1", "--json")
+        run_id = json.loads(result.output)["run_id"]
+        conn = sqlite3.connect(book)
+        params = json.loads(conn.execute("SELECT params FROM runs WHERE id = ?",
+                                         (run_id,)).fetchone()[0])
+        conn.close()
+        if spec == "builtin":
+            assert params["batch_size"] == 1 and sizes == []
+        else:
+            assert params["batch_size"] == 16, spec
+            assert max(sizes) == 16, spec  # leaves reach the network 16 at a time
+    # selfplay: the MCTS players of both sides batch too
+    starts = tmp_path / "starts.txt"
+    starts.write_text("startpos\n")
+    sizes.clear()
+    run_cli("selfplay", "--starts", starts, "--games", "1", "-o", tmp_path / "g.hcpe",
+            "--player", f"onnx:{onnx}", "--playouts", "48", "--max-ply", "4")
+    assert max(sizes) == 16
+    sizes.clear()
+    run_cli("selfplay", "--starts", starts, "--games", "1", "-o", tmp_path / "h.hcpe",
+            "--player", f"onnx:{onnx}", "--playouts", "48", "--max-ply", "4",
+            "--batch-size", "4")
+    assert max(sizes) == 4
+    for command in (["grow"], ["selfplay"], ["refine", "mistakes"]):
+        text = " ".join(run_cli(*command, "--help").output.split())
+        assert "default: 16 for torch: and onnx:, 1 for builtin" in text, command
 
 
 def test_engine_crashing_once_is_restarted(tmp_path):

@@ -461,11 +461,18 @@ def test_sprt_stops_the_match_when_the_test_ends(tmp_path):
     summary = match(tmp_path, "--engine", f"bad={fake(engine='garbage_engine.py')}",
                     "--engine", "ok=builtin", "--option", "ok:nodes=100", "--openings",
                     openings, "--byoyomi", "100", "--games", "100", "--sprt", "0,100")
-    assert summary["stopped_by"].startswith("SPRT H0 accepted")
+    # The first player is the engine under test when --sprt names none.
+    assert summary["stopped_by"].startswith(
+        "SPRT for bad vs ok: H0 accepted: bad is not stronger than ok by 100 normalized Elo")
     assert summary["played"] < 100 and summary["played"] % 2 == 0
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    assert db.execute("SELECT status FROM matches").fetchone()[0] == "stopped"
+    status, settings = db.execute("SELECT status, settings FROM matches").fetchone()
+    assert status == "stopped"
     db.close()
+    recorded = json.loads(settings)["sprt"]
+    assert (recorded["engine"], recorded["opponent"], recorded["elo0"], recorded["elo1"]) == \
+        ("bad", "ok", 0, 100)
+    assert recorded["last"]["verdict"] == "H0" == summary["sprt"]["verdict"]
     verdict = json.loads(run_cli("sprt", tmp_path / "r.sqlite", "--engine", "bad", "--vs", "ok",
                                  "--elo0", "0", "--elo1", "100", "--json").stdout)
     assert verdict["verdict"] == "H0"
@@ -473,3 +480,46 @@ def test_sprt_stops_the_match_when_the_test_ends(tmp_path):
     games = load_games([tmp_path / "r.sqlite"])[:-2]
     from analysis.pairstats import sprt
     assert sprt(games, "bad", "ok", elo0=0, elo1=100).verdict is None
+
+
+def test_sprt_names_the_engine_under_test(tmp_path):
+    """With the stronger player listed second, --sprt ENGINE:ELO0,ELO1 tests ENGINE; the
+    output, the results file and the report say which engine was tested."""
+    openings = write_openings(tmp_path / "openings.txt")
+    players = ["--engine", "ok=builtin", "--option", "ok:nodes=100", "--engine",
+               f"bad={fake(engine='garbage_engine.py')}", "--openings", openings,
+               "--byoyomi", "100", "--games", "100"]
+    out = run_cli("match", "-o", tmp_path / "h1.sqlite", "--quiet", *players,
+                  "--sprt", "ok:0,100")
+    assert "bookgen: SPRT for ok (engine under test) vs bad: H0 0, H1 100" in out.stderr
+    assert "stopped: SPRT for ok vs bad: H1 accepted: ok is stronger than bad" in out.stdout
+    out = run_cli("match", "-o", tmp_path / "h0.sqlite", "--quiet", *players,
+                  "--sprt", "bad:0,100")
+    assert ("stopped: SPRT for bad vs ok: H0 accepted: bad is not stronger than ok by 100 "
+            "normalized Elo") in out.stdout
+    # Without a name the first player is tested, and the first line says so.
+    out = run_cli("match", "-o", tmp_path / "first.sqlite", "--quiet", *players,
+                  "--sprt", "0,100")
+    assert ("SPRT for ok (engine under test) vs bad: H0 0, H1 100 normalized Elo, alpha "
+            "0.05, beta 0.05 (the first player; name another with --sprt bad:0,100)"
+            in out.stderr)
+    assert "H1 accepted: ok is stronger than bad" in out.stdout
+    # The results file records the test; the report shows it from the tested side.
+    db = sqlite3.connect(tmp_path / "h0.sqlite")
+    recorded = json.loads(db.execute("SELECT settings FROM matches").fetchone()[0])["sprt"]
+    db.close()
+    assert (recorded["engine"], recorded["last"]["verdict"]) == ("bad", "H0")
+    report = tmp_path / "report.md"
+    run_cli("report", tmp_path / "h0.sqlite", "-o", tmp_path / "report.html", "--markdown",
+            report, "-s", "0")
+    text = report.read_text()
+    assert "SPRT: bad (engine under test) vs ok" in text
+    assert "recorded by bookgen match" in text
+    assert "H0 accepted: bad is not stronger than ok" in text
+    # Bad names are clear errors.
+    for bad, message in (("nobody:0,5", "no player named 'nobody'"),
+                         ("ok:5,0", "ELO0 must be below ELO1"), ("ok:x", "ENGINE:ELO0,ELO1")):
+        error = run_cli("match", "-o", tmp_path / "e.sqlite", "--quiet", *players,
+                        "--sprt", bad, expect=2)
+        assert message in error.stderr
+

@@ -563,6 +563,10 @@ def test_rerun_is_idempotent_and_recorded(tmp_path):
         assert set(counts["seconds"]) == {"graph", "propagate", "write", "total"}
         assert run["moves_added"] == summary["transposition_rows_added"]
     assert runs[1]["moves_added"] == first["transposition_edges"] > 0
+    # moves_updated counts the rows whose values changed: all the imported moves the
+    # first time, none when nothing changed.
+    assert runs[1]["moves_updated"] == runs[0]["moves_added"] > 0
+    assert runs[2]["moves_updated"] == second["moves_updated"] == 0
 
 
 def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):

@@ -211,13 +211,24 @@ def test_selections(grown, tmp_path):
         assert set(analyses(book, run_id)) == expected, select
         execute(book, "DELETE FROM analyses")
     result = run_cli("refine", "search", "-b", book, "--depth", "1", "--limit", "3", "--json")
-    assert json.loads(result.output)["analysed"] == 3
+    report = json.loads(result.output)
+    assert report["analysed"] == 3
+    total = len(with_moves(book))
+    # The stop reason says that --limit stopped it, not that all were searched.
+    assert report["stop_reason"] == (f"--limit reached: 3 of {total} selected positions not "
+                                     f"yet analysed searched, {total - 3} left for a later run")
+    assert report["left_by_limit"] == total - 3
+    run = json.loads(query(book, "SELECT counts FROM runs WHERE id = ?",
+                           (report["run_id"],))[0][0])
+    assert run["stop_reason"] == report["stop_reason"]
     # shallowest first
     plies = sorted(r[0] for r in query(book, "SELECT p.ply FROM analyses a JOIN positions p "
                                              "ON p.id = a.position_id"))
     all_plies = sorted(r[0] for r in query(book, "SELECT ply FROM positions WHERE id IN "
                                                  "(SELECT position_id FROM moves)"))
     assert plies == all_plies[:3]
+    text = run_cli("refine", "search", "-b", book, "--depth", "1", "--limit", "3").output
+    assert f"(--limit reached: 3 of {total - 3} selected" in text
 
 
 def _start_search(book: Path, *extra: str) -> subprocess.Popen:
@@ -564,6 +575,40 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
                                                          else set())
     assert bool(summary.notes) != has_minimax  # a note says when minimax was skipped
     assert integrity_ok(book)
+
+
+def test_iterate_counts_the_rows_it_writes(analysed, tmp_path):
+    """The refine mistakes run's row counts the engine moves it made book moves
+    and the positions it added for them (its grow and search runs count theirs)."""
+    book = copy_of(analysed, tmp_path)
+    values = _book_values_from_analyses(book)
+    removed = 0
+    conn = sqlite3.connect(book)
+    with conn:  # too pessimistic books whose engine move is not a book move
+        for pid, (score, _sfen) in sorted(values.items()):
+            bestmove = conn.execute("SELECT bestmove FROM analyses WHERE position_id = ?",
+                                    (pid,)).fetchone()[0]
+            others = conn.execute("SELECT count(*) FROM moves WHERE position_id = ? AND "
+                                  "move != ?", (pid, bestmove)).fetchone()[0]
+            if score >= 0 and others:
+                removed += conn.execute("DELETE FROM moves WHERE position_id = ? AND move = ?",
+                                        (pid, bestmove)).rowcount
+                conn.execute("UPDATE moves SET value = ? WHERE position_id = ?",
+                             (_corrupt(score), pid))
+    conn.close()
+    assert removed > 0
+    summary = mistakes(book, iterate=True, max_iterations=1, playouts=20, expand=1,
+                       progress=False)
+    engine_moves = summary.rounds[0]["engine_moves_added"]
+    assert engine_moves >= removed
+    added, moves, updated = query(book, "SELECT positions_added, moves_added, moves_updated "
+                                        "FROM runs WHERE id = ?", (summary.run_id,))[0]
+    assert moves + updated == engine_moves == len(query(
+        book, "SELECT 1 FROM moves WHERE run_id = ?", (summary.run_id,)))
+    assert added == len(query(book, "SELECT 1 FROM positions WHERE created_run = ?",
+                              (summary.run_id,)))
+    assert (summary.positions_added, summary.moves_added, summary.moves_updated) == \
+        (added, moves, updated)
 
 
 # ------------------------------------------------------------------ schema

@@ -18,7 +18,6 @@ import random
 import re
 import shutil
 import sqlite3
-import subprocess
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -35,7 +34,7 @@ from analysis.report import build_report, parse_sprt, write_html
 from analysis.results import ResultsFile, load_games, write_pgn_game
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
-from conftest import STARTPOS, dump_book, run_cli
+from conftest import STARTPOS, dump_book, run_chromium, run_cli
 
 NASTY = '<script>alert(1)</script>&"x"'
 PIPE = "a|b`c"
@@ -219,10 +218,13 @@ def test_sprt_section(results_path, rendered):
     games = load_games([results_path])
     result = sprt(games, "gamma", "alpha", elo0=0, elo1=2)
     text = rendered["html"]
-    assert "SPRT: gamma vs alpha" in text
+    assert "SPRT: gamma (engine under test) vs alpha" in text
+    assert "<td>engine under test</td><td>gamma (W, D, L, Elo from its side)</td>" in text
     assert f"{result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}]" in text
-    verdict = {"H1": "H1 accepted", "H0": "H0 accepted", None: "continue"}[result.verdict]
-    assert f"<td>verdict</td><td>{verdict}</td>" in text
+    verdict = {"H1": "H1 accepted: gamma is stronger than alpha",
+               "H0": "H0 accepted: gamma is not stronger than alpha by 2 normalized Elo",
+               None: "continue: no verdict yet on gamma against alpha"}[result.verdict]
+    assert f"<td>verdict</td><td>{verdict}" in text
 
 
 def test_outcome_section(results_path, rendered):
@@ -262,24 +264,61 @@ def test_markdown_twin(rendered):
         assert not relative.startswith(("/", "http"))
         png = rendered["md_path"].parent / relative
         assert png.read_bytes().startswith(b"\x89PNG")
-    assert markdown_rows(md, "### SPRT: gamma vs alpha")[0] == ["", "value"]
+    assert markdown_rows(md, "### SPRT: gamma (engine under test) vs alpha")[0] == ["", "value"]
 
 
-def test_two_players_get_a_summary_without_sprt(tmp_path):
+def estimates_of(rows: list[list[str]]) -> set[str]:
+    """The numbers written with two decimals in a table's cells: Elo, nElo, their
+    margins, LOS (counts and rates have none or one), unsigned."""
+    return {n for row in rows for cell in row for n in re.findall(r"\d+\.\d\d\b", cell)}
+
+
+def repeated_tables(page: _Page) -> list[tuple[str, str]]:
+    """Pairs of tables (ids) that show two or more of the same estimates."""
+    tables = {name: estimates_of(rows[1:]) for name, rows in page.tables.items()}
+    names = list(tables)
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+            if len(tables[a] & tables[b]) >= 2]
+
+
+def test_two_player_report_shows_each_fact_once(tmp_path):
     path = write_results(tmp_path / "two.sqlite", ["old", "new"], pairs_per_opponent=12)
-    out = tmp_path / "two.html"
-    run_cli("report", path, "-o", out, "-s", "0")
+    out, md_path = tmp_path / "two.html", tmp_path / "two.md"
+    run_cli("report", path, "-o", out, "--markdown", md_path, "-s", "0", "--sprt", "new,old,0,2")
     text = out.read_text()
-    assert "Summary: new vs old" in text or "Summary: old vs new" in text
-    games = load_games([path])
     page = parse_page(text)
+    games = load_games([path])
     first = page.tables["ratings"][1][1]
     second = "old" if first == "new" else "new"
     e = elo_pentanomial(count_games(games, first, second).penta)
-    assert f"<td>LOS</td><td>{e.los:.2f} %</td>" in text
-    assert "No SPRT requested" in text
+    # The head to head, from the higher-rated side, without the ratings table's W/D/L.
+    assert f"Head to head: {first} vs {second}" in text
+    head = dict(page.tables["head-to-head"][1:])
+    assert head["LOS"] == f"{e.los:.2f} %"
+    assert head["Elo"] == f"{e.elo:+.2f} ± {e.elo_error:.2f}"
+    assert "games" not in head and "W" not in head
+    # No matrix showing the one pair twice, no summary repeating it.
+    assert "pairwise-matrix" not in page.tables and "pairwise-details" not in page.tables
+    assert "Summary:" not in text
+    # The SPRT keeps what is its own.
+    sprt_rows = markdown_rows(md_path.read_text(), "### SPRT: new (engine under test) vs old")
+    assert [row[0] for row in sprt_rows] == ["", "engine under test", "test", "hypotheses",
+                                             "LLR", "verdict"]
+    # One test per ending pair ('checkmate loss' of one is 'checkmate win' of the other).
+    endings = re.findall(r"<h3>Ending: ([^<]+)</h3>", text)
+    assert "checkmate win" in endings and "checkmate loss" not in endings
+    assert not repeated_tables(page), repeated_tables(page)
     # No simulations: no errors, CFS shown as in Ordo's table.
     assert [row[3] for row in page.tables["ratings"][1:]] == ["----", "----"]
+
+
+def test_two_player_report_without_sprt(tmp_path):
+    path = write_results(tmp_path / "two.sqlite", ["old", "new"], pairs_per_opponent=6)
+    out = tmp_path / "two.html"
+    run_cli("report", path, "-o", out, "-s", "0")
+    text = out.read_text()
+    assert "No SPRT requested" in text and "head-to-head" in parse_page(text).tables
+    assert not repeated_tables(parse_page(text))
 
 
 def test_pgn_and_results_files_together(results_path, tmp_path):
@@ -411,6 +450,8 @@ def test_book_section(results_path, tmp_path):
     assert int(last["positions (in book)"]) == positions
     assert int(last["moves (in book)"]) == moves
     assert int(last["positions (reported)"]) == reported
+    # The runs table counts the rows each run added: it adds up to the book's size.
+    assert reported == positions
 
     table = page.tables["book-mistakes"]
     totals = {int(row[0]): int(row[-1]) for row in table[1:]}
@@ -500,31 +541,10 @@ def test_writes_are_atomic(results_path, tmp_path, monkeypatch):
 # a real browser
 
 
-CHROMIUM_TIMEOUT = 180
-
-
-def _chromium() -> str:
-    for candidate in ("/usr/bin/chromium", shutil.which("chromium") or ""):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.fail("chromium is not installed: run 'make engines' (it installs chromium) or "
-                "apt-get install chromium")
-
-
-def _run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [binary, "--headless", "--disable-gpu", "--no-sandbox",
-               "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars",
-               f"--user-data-dir={profile}", *args]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT)
-    assert proc.returncode == 0, f"{' '.join(command)}: exit {proc.returncode}\n{proc.stderr}"
-    return proc
-
-
 def test_chromium_renders_the_report(rendered, tmp_path):
-    binary = _chromium()
     url = rendered["html_path"].resolve().as_uri()
     started = time.monotonic()
-    dom = _run_chromium(binary, tmp_path / "profile-dom", "--dump-dom", url).stdout
+    dom = run_chromium(tmp_path / "profile-dom", "--dump-dom", url).stdout
     page = parse_page(dom)
     assert "ratings" in page.tables, "the rendered DOM has no ratings table"
     names = {row[1] for row in page.tables["ratings"][1:]}
@@ -532,8 +552,8 @@ def test_chromium_renders_the_report(rendered, tmp_path):
     assert len(page.images) >= 4
 
     shot = tmp_path / "shot.png"
-    _run_chromium(binary, tmp_path / "profile-shot", f"--screenshot={shot}",
-                  "--window-size=1280,2000", url)
+    run_chromium(tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,2000",
+                 url)
     print(f"chromium took {time.monotonic() - started:.1f} s")
     with Image.open(io.BytesIO(shot.read_bytes())) as image:
         assert image.size == (1280, 2000)

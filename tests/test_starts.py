@@ -89,6 +89,33 @@ def test_usi_lines_follow_book_moves_from_the_start(grown, tmp_path):
             board.push_usi(move)
 
 
+def test_summary_line_says_how_lines_start(grown, tmp_path):
+    """The summary counts 'startpos moves' and 'sfen' lines for usi output, and
+    says nothing of the initial position for formats that hold positions only."""
+    n = len(book_positions(grown))
+    out = run_cli("starts", "-b", grown, "-o", tmp_path / "s.txt").output
+    assert f"{n} lines for {n} positions (all as 'startpos moves ...')" in out
+    for fmt in ("sfen", "hcp", "psfen"):
+        out = run_cli("starts", "-b", grown, "-o", tmp_path / f"s.{fmt}", "--format", fmt).output
+        kind = "lines" if fmt == "sfen" else "records"
+        assert f"{n} {kind} for {n} positions; values" in out, out
+        assert "initial position" not in out and "(0 " not in out
+    # A position off the book's lines from the initial position is written as sfen.
+    book = tmp_path / "book.sqlite"
+    shutil.copy(grown, book)
+    conn = sqlite3.connect(book)
+    with conn:
+        conn.execute("UPDATE moves SET child_id = NULL")
+        conn.execute("DELETE FROM moves WHERE position_id = (SELECT id FROM positions "
+                     "WHERE ply = 1)")
+    conn.close()
+    out = run_cli("starts", "-b", book, "-o", tmp_path / "t.txt").output
+    lines = (tmp_path / "t.txt").read_text().splitlines()
+    sfen_lines = sum(line.startswith("sfen ") for line in lines)
+    assert sfen_lines == len(lines) == n - 1
+    assert f"{n - 1} lines for {n - 1} positions (all as 'sfen ...': none is reached" in out
+
+
 def test_filters(grown, tmp_path):
     book = book_positions(grown)
     out = tmp_path / "f.sfen"

@@ -226,10 +226,14 @@ def test_values_are_per_position_and_side_to_move(tmp_path):
     assert sorted(len(replay(line)[2]) + 1 for line in out.read_text().splitlines()) == list(
         range(7, 14))
     assert summary["by_value"]["none"] == 2
-    # dlshogi's line bound: nothing after an evaluation above it.
-    suite("--from-records", tmp_path / "g.csa", "-o", out, "--min-moves", "0",
-          "--max-line-value", "100", "--max-value", "100")
-    assert out.read_text() == ""
+    # dlshogi's line bound: nothing after an evaluation above it. An empty suite is an
+    # error that says why, and the output is left as it was.
+    before = out.read_text()
+    error = suite("--from-records", tmp_path / "g.csa", "-o", out, "--min-moves", "0",
+                  "--max-line-value", "100", "--max-value", "100", expect=2)
+    assert "no position qualified" in error.stderr
+    assert "12 after an evaluation beyond --max-line-value 100" in error.stderr
+    assert out.read_text() == before
     game.values[:2] = [90, -100]
     write_csa(tmp_path / "g.csa", game)
     suite("--from-records", tmp_path / "g.csa", "-o", out, "--min-moves", "0",
@@ -257,6 +261,33 @@ def test_ratings_filter(tmp_path):
     summary = json.loads(suite(*args).stdout)
     assert set(output_keys(out)) == set(expected(rated + unrated, {5, 11, 17}, 100))
     assert summary["games"]["used"] == 4
+
+
+def test_an_empty_suite_is_an_error_that_says_why(tmp_path):
+    """No qualifying position: exit 2, nothing written, one line counting what each
+    rule left out (bad records, short or unrated games, missing or large values)."""
+    rng = random.Random(5)
+    short = [random_game(rng, 20) for _ in range(2)]
+    unrated = random_game(rng, 60)
+    rated = random_game(rng, 60, ratings=(3900.0, 3900.0), values=(None,))
+    rated.values[10] = 500   # ply 11: beyond --max-value; ply 21 has no value
+    write_csa(tmp_path / "r" / "games.csa", *short, unrated, rated)
+    (tmp_path / "r" / "bad.csa").write_text("V2.2\nPI\n+\n+9999FU\n")
+    out = tmp_path / "suite.txt"
+    error = suite("--from-records", tmp_path / "r", "-o", out, "--plies", "11,21",
+                  "--min-moves", "40", "--min-rating", "3800", expect=2)
+    lines = error.stderr.strip().splitlines()
+    assert lines[-1] == (
+        f"bookgen: error: no position qualified, {out} not written: 2 files, 4 games read "
+        "(1 skipped as bad records); games left out: 2 shorter than --min-moves 40, "
+        "1 without both ratings (--min-rating; see --allow-unrated); 1 games used; "
+        "their positions at the selected plies: 1 without a recorded evaluation (see "
+        "--ignore-values), 1 beyond --max-value 100")
+    assert not out.exists()
+    # Games too short for the plies asked for are counted as such.
+    error = suite("--from-records", tmp_path / "r" / "games.csa", "-o", out, "--plies", "100",
+                  "--min-moves", "0", expect=2)
+    assert "4 games used, 4 of them ending before the selected plies" in error.stderr
 
 
 def test_kif_cp932_utf8_and_kifu(tmp_path):
@@ -437,6 +468,37 @@ def test_strict_stops_without_touching_the_output(tmp_path):
     suite("--from-records", clean, root / "good.csa", "-o", out, "--strict", "--min-moves",
           "10", "--plies", "4")
     assert len(out.read_text().splitlines()) >= 1
+
+
+def test_empty_and_header_only_records_are_bad_records(tmp_path):
+    """An empty or header-only file is no game: reported and skipped, counted 0
+    games; a game that ends before its first move (a resignation) is one."""
+    root = tmp_path / "r"
+    root.mkdir()
+    game = random_game(random.Random(12), 30, values=(0,))
+    write_csa(root / "good.csa", game)
+    (root / "empty.kif").write_bytes(b"")
+    (root / "blank.kifu").write_text("\n\n")
+    (root / "header.csa").write_text("V2.2\nN+a\nN-b\nPI\n+\n")
+    for name, result in (("header.kif", None), ("resigned.kif", "resign")):
+        exporter = KIF.Exporter(str(root / name))
+        exporter.header(["a", "b"])
+        if result:
+            exporter.end(result)
+        exporter.close()
+    out = tmp_path / "s.txt"
+    summary = json.loads(suite("--from-records", root, "-o", out, "--min-moves", "0",
+                               "--plies", "1,5", "--json").stdout)
+    assert summary["records"] == {"files": 6, "read": 2, "skipped": 4}
+    reasons = {message.split(": ", 1)[0]: message.split(": ", 1)[1]
+               for message in summary["bad_records"]}
+    assert set(reasons) == {str(root / n) for n in ("empty.kif", "blank.kifu", "header.csa",
+                                                    "header.kif")}
+    assert all("empty or header-only" in reason for reason in reasons.values()), reasons
+    assert set(output_keys(out)) == set(expected([game], {1, 5}, 100))
+    result = suite("--from-records", root / "good.csa", root / "empty.kif", "-o", out,
+                   "--strict", expect=2)
+    assert f"{root / 'empty.kif'}: no moves and no result" in result.stderr
 
 
 def test_record_paths_as_arguments(tmp_path):

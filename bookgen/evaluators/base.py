@@ -30,7 +30,9 @@ class Evaluation:
     the evaluator's own search. ``depth`` and ``nodes`` describe that search;
     ``mate`` is a mate distance in plies when one was found (positive: the
     side to move mates). ``move_ints`` optionally repeats ``moves`` as cshogi
-    move integers, which spares the tree search converting them back.
+    move integers, which spares the tree search converting them back. With
+    ``move_values``, ``move_depths`` and ``move_pvs`` may hold each move's
+    own search depth and its line (starting with the move, legal moves only).
     """
 
     moves: list[str]
@@ -42,6 +44,8 @@ class Evaluation:
     mate: int | None = None
     pv: list[str] = field(default_factory=list)
     move_ints: list[int] | None = None  # cshogi moves for ``moves``, when at hand
+    move_depths: list[int] | None = None  # search depth of each move's line
+    move_pvs: list[list[str]] | None = None  # each move's line, from the move on
 
 
 class EvaluatorError(BookgenError):

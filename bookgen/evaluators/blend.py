@@ -12,6 +12,7 @@ through unchanged. The book path may not contain ':'.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -76,6 +77,4 @@ class BlendEvaluator(EvaluatorBase):
         priors = [(1 - r) * prior + r * share.get(move, 0.0)
                   for move, prior in zip(evaluation.moves, evaluation.priors)]
         norm = sum(priors) or 1.0  # book moves missing from the inner list lose their share
-        return Evaluation(evaluation.moves, [p / norm for p in priors], value,
-                          evaluation.move_values, evaluation.depth, evaluation.nodes,
-                          evaluation.mate, evaluation.pv, evaluation.move_ints)
+        return dataclasses.replace(evaluation, priors=[p / norm for p in priors], value=value)

@@ -206,12 +206,13 @@ class UsiEvaluator(EvaluatorBase):
             return self._without_lines(result, sfen)
         best = lines[0][1]
         move_values = [self._value(info) for _move, info in lines]
+        pvs = [self._legal_prefix(sfen, info.pv) for _move, info in lines]
         return Evaluation(
             moves=[move for move, _info in lines],
             priors=_softmax([info.score for _move, info in lines], self.temperature),
             value=move_values[0], move_values=move_values, depth=best.depth or 0,
-            nodes=best.nodes or result.nodes or 0, mate=best.mate,
-            pv=self._legal_prefix(sfen, best.pv))
+            nodes=best.nodes or result.nodes or 0, mate=best.mate, pv=pvs[0],
+            move_depths=[info.depth or 0 for _move, info in lines], move_pvs=pvs)
 
     def _lines(self, result: SearchResult, legal: set[str], k: int
                ) -> list[tuple[str, InfoLine]]:
@@ -243,10 +244,11 @@ class UsiEvaluator(EvaluatorBase):
         if move is None or best is None or not best.has_score:
             return self._without_lines(result, sfen)
         value = self._value(best)
-        pv = best.pv if best.pv[:1] == [move] else [move]
+        pv = self._legal_prefix(sfen, best.pv if best.pv[:1] == [move] else [move])
         return Evaluation(moves=[move], priors=[1.0], value=value, move_values=[value],
                           depth=best.depth or 0, nodes=best.nodes or result.nodes or 0,
-                          mate=best.mate, pv=self._legal_prefix(sfen, pv))
+                          mate=best.mate, pv=pv, move_depths=[best.depth or 0],
+                          move_pvs=[pv])
 
     def _without_lines(self, result: SearchResult, sfen: str) -> Evaluation:
         """A search that gave no scored move: resign, win, or a configuration problem."""

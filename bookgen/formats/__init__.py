@@ -3,42 +3,118 @@
 from __future__ import annotations
 
 import codecs
+from dataclasses import dataclass
 from pathlib import Path
 
+import cshogi
+import numpy as np
+
 from bookgen.errors import BookgenError
+from bookgen.formats.db2016 import sniff_encoding
+from bookgen.formats.move16 import is_move16
 
 FORMATS = ("db2016", "apery")
 APERY_RECORD_SIZE = 16
+SAMPLE_BYTES = 1 << 16          # what format detection reads of a file
+_MAX_BAD_MOVES = 0.5            # share of Apery records with no move that is still plausible
+_MAX_ODD_CHARACTERS = 0.01      # share of control characters that is still text
 
 
-def detect_format(path: Path) -> str:
-    """Guess a book file's format from its content.
+@dataclass(frozen=True)
+class Content:
+    """What the start of a file looks like."""
 
-    Text whose first non-blank line is a ``#`` or ``//`` comment or an ``sfen``
-    line is DB2016; a file that is not text (printable UTF-8) and is made of
-    16-byte records is Apery; anything else is refused.
-    """
+    text: str | None        # the sample decoded, if the file is text
+    encoding: str           # the text's encoding (when text)
+    db2016: bool            # text with a DB2016 header, an 'sfen ' line or a leading comment
+    apery: str | None       # why it is not an Apery book (None: it may be one)
+
+
+def _decode(data: bytes, codec: str, errors: str = "strict") -> str | None:
+    """``data`` decoded (the sample may end inside a character), None if it is not
+    text: undecodable, NUL characters or too many control (or, with
+    ``errors="replace"``, undecodable) characters."""
+    try:
+        text = codecs.getincrementaldecoder(codec)(errors).decode(data, final=False)
+    except UnicodeDecodeError:
+        return None
+    odd = sum(1 for ch in text
+              if not (ch.isprintable() or ch in "\r\n\t\f\v") or ch == "\ufffd")
+    if "\0" in text or odd > _MAX_ODD_CHARACTERS * max(len(text), 1):
+        return None
+    return text
+
+
+def examine(path: Path) -> Content:
+    """Look at the first :data:`SAMPLE_BYTES` of a book file."""
     try:
         with open(path, "rb") as handle:
-            head = handle.read(4096)
+            head = handle.read(SAMPLE_BYTES)
+        size = path.stat().st_size
     except OSError as error:
         raise BookgenError(f"{path}: cannot read ({error.strerror})") from None
-    if not head:
+    codec, bom = sniff_encoding(head)
+    text = _decode(head[bom:], codec)
+    if text is None and codec == "utf-8":
+        # CP932 (Shift_JIS) comments; their ASCII lines read the same in UTF-8.
+        text = _decode(head, "cp932")
+        codec = "cp932" if text is not None else codec
+        if text is None:    # a few damaged bytes in text
+            text = _decode(head[bom:], codec, "replace")
+    db2016 = False
+    if text is not None:
+        lines = [line.strip() for line in text.replace("\r", "\n").split("\n")]
+        first = next((line for line in lines if line), "")
+        db2016 = (first.startswith(("#", "//"))
+                  or any(line.startswith("sfen ") for line in lines))
+    return Content(text, codec, db2016, _apery_doubt(head, size, text is not None))
+
+
+def _apery_doubt(head: bytes, size: int, text: bool) -> str | None:
+    """Why a file is not an Apery book (16-byte records sorted by key whose
+    moves are moves), or None."""
+    if text:
+        return "it is text"
+    if size % APERY_RECORD_SIZE:
+        return f"its size, {size} bytes, is not a multiple of {APERY_RECORD_SIZE}"
+    records = np.frombuffer(head[:len(head) - len(head) % APERY_RECORD_SIZE],
+                            dtype=cshogi.BookEntry)
+    keys = records["key"]
+    if np.any(keys[1:] < keys[:-1]):
+        return "its 16-byte records are not sorted by key"
+    bad = int((~is_move16(records["fromToPro"])).sum())
+    if bad > _MAX_BAD_MOVES * len(records):
+        return f"{bad} of its first {len(records)} records hold no move"
+    return None
+
+
+def detect_format(path: Path, given: str = "auto") -> str:
+    """A book file's format, from its content.
+
+    Text with a ``#`` or ``//`` comment first or an ``sfen`` line (UTF-8,
+    UTF-16 or CP932) is DB2016; binary 16-byte records sorted by key whose
+    moves are moves are Apery; anything else is refused. A ``given`` format
+    (not ``auto``) is taken unless the content is clearly the other one.
+    """
+    content = examine(path)
+    if given == "db2016":
+        if content.text is None:
+            kind = "an Apery book" if content.apery is None else "binary data"
+            raise BookgenError(f"{path}: --format db2016, but the file is not text (it looks "
+                               f"like {kind})")
+        return given
+    if given == "apery":
+        if content.db2016:
+            raise BookgenError(f"{path}: --format apery, but the file is a DB2016 text book "
+                               f"({content.encoding})")
+        return given
+    if path.stat().st_size == 0:
         raise BookgenError(f"{path}: empty file, format unknown (use --format)")
-    text = head.removeprefix(b"\xef\xbb\xbf")
-    if text.lstrip().startswith((b"#", b"sfen ", b"//")):
+    if content.db2016:
         return "db2016"
-    if not _looks_like_text(text) and path.stat().st_size % APERY_RECORD_SIZE == 0:
+    if content.apery is None:
         return "apery"
-    raise BookgenError(
-        f"{path}: neither a DB2016 text book nor an Apery binary book "
-        "(use --format to force one)")
-
-
-def _looks_like_text(data: bytes) -> bool:
-    # Incremental decoding: the sample may end inside a multi-byte character.
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
-    except UnicodeDecodeError:
-        return False
-    return all(ch.isprintable() or ch in "\r\n\t" for ch in text)
+    text = ("text, but without a '#' comment first or an 'sfen ' line"
+            if content.text is not None else "not text")
+    raise BookgenError(f"{path}: neither a DB2016 text book ({text}) nor an Apery book "
+                       f"({content.apery}); use --format to force one")

@@ -26,6 +26,7 @@ import numpy as np
 
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
+from bookgen.formats.move16 import is_move16
 from bookgen.formats.sink import BookSink
 from bookgen.position import STARTPOS_SFEN, signed64
 from bookgen.store import BookMove
@@ -68,6 +69,7 @@ def read_apery(path: Path, sink: BookSink, diagnostics: Diagnostics,
     consumed: set[int] = set()
     # Plain lists: indexing numpy records one by one is many times slower.
     move16s = (records["fromToPro"].astype(np.int64) & 0xFFFF).tolist()
+    encodes_a_move = is_move16(records["fromToPro"]).tolist()   # checked before cshogi
     record_counts = records["count"].tolist()
     scores = records["score"].tolist()
 
@@ -99,7 +101,7 @@ def read_apery(path: Path, sink: BookSink, diagnostics: Diagnostics,
             summary.positions += 1
             legal_set = set(legal)
             for record in range(span[0], span[1]):
-                move = board.move_from_move16(move16s[record])
+                move = board.move_from_move16(move16s[record]) if encodes_a_move[record] else 0
                 if move not in legal_set:
                     summary.invalid_records += 1
                     diagnostics.report(

@@ -1,6 +1,7 @@
 """YaneuraOu's text book format, DB2016 (``.db``).
 
-Reading accepts what real files contain: a BOM, CRLF line ends, ``#`` and
+Reading accepts what real files contain: UTF-8 (CP932 comments too) or
+UTF-16 text, a BOM, CRLF or CR line ends, ``#`` and
 ``//`` comments, blank lines, optional move fields, ``none`` for a missing
 ponder, value or depth, duplicate positions (the minimum ply is kept and the
 moves merged by the store). Invalid entries are reported and skipped.
@@ -12,6 +13,7 @@ first.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
@@ -26,6 +28,8 @@ from bookgen.store import BookMove
 HEADER = "#YANEURAOU-DB2016 1.00"
 
 _INT32 = 2**31 - 1
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+_SNIFF_BYTES = 4096
 DEFAULT_VALUE, DEFAULT_DEPTH, DEFAULT_COUNT = 0, 0, 1
 
 
@@ -49,24 +53,78 @@ def _number(token: str, name: str, allow_none: bool, minimum: int, maximum: int)
     raise _BadField(f"{name} {token!r} is not an integer")
 
 
+def sniff_encoding(head: bytes) -> tuple[str, int]:
+    """(codec, BOM length) of a text file from its first bytes.
+
+    A BOM decides (UTF-8, UTF-16 LE or BE); without one, text whose every
+    other byte is NUL is UTF-16 (DB2016 lines are ASCII); anything else is
+    read as UTF-8, which also reads the ASCII lines of CP932 files (their
+    Japanese can only be in comments).
+    """
+    for bom, codec in _BOMS:
+        if head.startswith(bom):
+            return codec, len(bom)
+    sample = head[:_SNIFF_BYTES - _SNIFF_BYTES % 2]
+    if len(sample) >= 2:
+        even, odd = sample[0::2], sample[1::2]
+        if odd.count(0) >= 0.9 * len(odd) and even.count(0) <= 0.1 * len(even):
+            return "utf-16-le", 0
+        if even.count(0) >= 0.9 * len(even) and odd.count(0) <= 0.1 * len(odd):
+            return "utf-16-be", 0
+    return "utf-8", 0
+
+
+def text_blocks(path: Path, block_bytes: int = 1 << 20) -> Iterator[tuple[bytes, int]]:
+    """The text of a DB2016 file as UTF-8 with ``\\n`` line ends, in blocks of
+    about ``block_bytes``: (text, bytes of the file they came from).
+
+    The encoding comes from :func:`sniff_encoding` (the BOM is dropped);
+    ``\\r\\n`` and a lone ``\\r`` (old Mac files) both end a line.
+    """
+    with open(path, "rb") as handle:
+        raw = handle.read(block_bytes)
+        codec, bom = sniff_encoding(raw)
+        decoder = (None if codec == "utf-8"
+                   else codecs.getincrementaldecoder(codec)(errors="replace"))
+        pending_cr = False
+        block = raw[bom:]
+        while True:
+            final = not raw
+            if decoder is not None:
+                block = decoder.decode(block, final=final).encode("utf-8", "replace")
+            if pending_cr:
+                block = b"\r" + block
+            pending_cr = block.endswith(b"\r") and not final
+            if pending_cr:      # a \r\n may be cut between two blocks
+                block = block[:-1]
+            if b"\r" in block:
+                block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if block or raw:
+                yield block, len(raw)
+            if final:
+                return
+            raw = handle.read(block_bytes)
+            block = raw
+
+
 def iter_lines(path: Path, on_bytes: Callable[[int], object] | None = None
                ) -> Iterator[tuple[int, str]]:
-    """(line number, text without line end) for each line; BOM and CR removed.
+    """(line number, text without line end) for each line (see :func:`text_blocks`).
 
     ``on_bytes`` is called now and then with the number of bytes read since.
     """
-    pending = 0
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if number == 1:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")
-            pending += len(raw)
-            if pending >= 1 << 20 and on_bytes is not None:
-                on_bytes(pending)
-                pending = 0
-            yield number, raw.decode("utf-8", "replace").rstrip("\r\n")
-    if on_bytes is not None and pending:
-        on_bytes(pending)
+    number = 0
+    carry = b""
+    for block, size in text_blocks(path):
+        lines = (carry + block).split(b"\n")
+        carry = lines.pop()
+        for raw in lines:
+            number += 1
+            yield number, raw.decode("utf-8", "replace")
+        if on_bytes is not None and size:
+            on_bytes(size)
+    if carry:
+        yield number + 1, carry.decode("utf-8", "replace")
 
 
 def read_db2016(path: Path, sink: BookSink, diagnostics: Diagnostics,

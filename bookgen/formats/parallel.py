@@ -1,7 +1,8 @@
 """Parsing large DB2016 files in worker processes.
 
 Validating a position costs far more than storing it, so large files are cut
-into chunks at ``sfen`` lines and parsed by a process pool while the main
+(as UTF-8 with ``\\n`` line ends, whatever their encoding and line ends) into
+chunks at ``sfen`` lines and parsed by a process pool while the main
 process stores the rows. Each chunk's positions get handles
 ``chunk << 32 | i``, unique without coordination; problems are reported in
 file order.
@@ -18,7 +19,7 @@ from typing import Any
 
 from bookgen.children import pool_worker_init
 from bookgen.diagnostics import Diagnostics
-from bookgen.formats.db2016 import read_db2016
+from bookgen.formats.db2016 import read_db2016, text_blocks
 
 CHUNK_BYTES = 4 << 20
 PARALLEL_MIN_BYTES = 4 << 20
@@ -42,41 +43,39 @@ class _ChunkSink:
 
 def _lines(data: bytes, first_line: int) -> Iterator[tuple[int, str]]:
     for offset, raw in enumerate(data.split(b"\n")):
-        yield first_line + offset, raw.decode("utf-8", "replace").rstrip("\r")
+        yield first_line + offset, raw.decode("utf-8", "replace")
 
 
-def parse_chunk(job: tuple[str, int, int, bytes]) -> tuple[Any, ...]:
-    source, chunk, first_line, data = job
+def parse_chunk(job: tuple[str, int, int, bytes, int]) -> tuple[Any, ...]:
+    source, chunk, first_line, data, size = job
     sink = _ChunkSink(chunk)
     diagnostics = Diagnostics(stream=None)
     read_db2016(Path(source), sink, diagnostics, _lines(data, first_line))
     problems = [(p.line, p.reason) for p in diagnostics.problems]  # skips are counted apart
-    return sink.positions, sink.moves, problems, dict(diagnostics.skipped), len(data)
+    return sink.positions, sink.moves, problems, dict(diagnostics.skipped), size
 
 
-def _chunks(path: Path) -> Iterator[tuple[str, int, int, bytes]]:
-    """(source, chunk number, first line number, bytes) cut before ``sfen`` lines."""
+def _chunks(path: Path) -> Iterator[tuple[str, int, int, bytes, int]]:
+    """(source, chunk number, first line number, text, bytes of the file it came
+    from), cut before ``sfen`` lines; the text is :func:`text_blocks`'."""
     chunk = 0
     line = 1
     carry = b""
-    with open(path, "rb") as handle:
-        while True:
-            block = handle.read(CHUNK_BYTES)
-            data = carry + block
-            if chunk == 0:
-                data = data.removeprefix(b"\xef\xbb\xbf")
-            if not block:
-                if data:
-                    yield str(path), chunk, line, data
-                return
-            cut = data.rfind(b"\nsfen ")
-            if cut <= 0:
-                carry = data
-                continue
-            piece, carry = data[:cut], data[cut + 1:]
-            yield str(path), chunk, line, piece
-            line += piece.count(b"\n") + 1
-            chunk += 1
+    size = 0
+    for block, block_size in text_blocks(path, CHUNK_BYTES):
+        size += block_size
+        data = carry + block
+        cut = data.rfind(b"\nsfen ")
+        if cut <= 0:
+            carry = data
+            continue
+        piece, carry = data[:cut], data[cut + 1:]
+        yield str(path), chunk, line, piece, size
+        size = 0
+        line += piece.count(b"\n") + 1
+        chunk += 1
+    if carry or size:
+        yield str(path), chunk, line, carry, size
 
 
 def read_db2016_parallel(path: Path, writer: Any, diagnostics: Diagnostics,
