@@ -25,8 +25,10 @@ _MOVE_COLUMNS = ("ponder", "value", "depth", "count", "visits", "prior", "win_ra
                  "eval_value", "minimax_value", "minimax_depth", "engine_score")
 
 
-def merge_books(out: str | Path, sources: Sequence[str | Path]) -> dict[str, Any]:
-    """Merge ``sources`` into ``out`` (created if missing); returns the counts."""
+def merge_books(out: str | Path, sources: Sequence[str | Path], *,
+                wait: bool = False) -> dict[str, Any]:
+    """Merge ``sources`` into ``out`` (created if missing); returns the counts.
+    ``wait``: wait for another process writing ``out`` instead of failing."""
     if not sources:
         raise BookgenError("no books to merge")
     out_path = Path(out).resolve()
@@ -37,7 +39,7 @@ def merge_books(out: str | Path, sources: Sequence[str | Path]) -> dict[str, Any
     if len(sources) > MAX_SOURCES:
         raise BookgenError(f"at most {MAX_SOURCES} books can be merged at once "
                            f"(got {len(sources)}); merge in steps")
-    store = Book(out)
+    store = Book(out, wait=wait)
     try:
         for number, source in enumerate(sources):
             _attach(store, source, f"src{number}")

@@ -5,6 +5,12 @@ group their work in :meth:`Book.transaction` so that a book is changed by a
 command entirely or not at all (WAL mode: a process killed mid-transaction
 leaves the previous book). Bulk loads go through :class:`BulkWriter`.
 
+One writer at a time: a ``Book`` opened for writing holds the book's writer
+lock (:mod:`bookgen.lock`, the sidecar file ``NAME-lock``) until it is
+closed; a second writing process gets :class:`bookgen.lock.BookLocked`
+naming the first, or waits with ``wait=True``. Read-only books
+(``readonly=True``) never take it and are never blocked.
+
 Failures of the file itself (read-only file, directory or file system, disk
 full, I/O errors, a damaged file) surface as :class:`StorageError`, a one-line
 :class:`BookgenError` naming the file (:func:`sqlite_error` maps them, for
@@ -26,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bookgen import __version__
+from bookgen import __version__, lock
 from bookgen.errors import BookgenError
 from bookgen.files import disk_full_message, disk_nearly_full, unwritable_reason
 from bookgen.schema import BOOK_TABLES, MIGRATIONS, SCHEMA_VERSION
@@ -248,17 +254,21 @@ class Book:
     the book's data (an older book is migrated first when the file is
     writable, and refused when it is not).
 
-    A book that
+    A book opened for writing holds the book's writer lock until
+    :meth:`close`: while it is open, a writer in another process fails with
+    :class:`bookgen.lock.BookLocked` naming this one, or waits with
+    ``wait=True``. Within one process writers share the lock. A book that
     cannot be written (read-only file, directory or medium) is refused for
     writing with a one-line error and read with :func:`connect_readonly`.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, wait: bool = False) -> None:
         self.path = Path(path)
         self.created = False   # True when this opener created the book's schema
         self.commits = 0       # transactions committed through this object
         self.interrupted = False  # Ctrl-C arrived while a COMMIT was running
+        self._lock: str | None = None
         if not self.path.exists():
             if not create or readonly:
                 raise BookgenError(f"{self.path}: no such book")
@@ -271,9 +281,13 @@ class Book:
             reason = unwritable_reason(self.path)
             if reason is not None:
                 raise StorageError(f"{self.path}: {reason}, cannot write")
+            self._lock = lock.acquire(self.path, wait=wait)
         elif self._existed and unwritable_reason(self.path) is None and \
                 0 < _user_version(self.path) < SCHEMA_VERSION:
-            Book(self.path, create=False).close()  # migrate first, then read
+            try:
+                Book(self.path, create=False).close()  # migrate first, then read
+            except lock.BookLocked:
+                pass  # its writer has migrated it
         try:
             self.conn = self._connect(readonly)
             self.conn.execute("PRAGMA busy_timeout = 10000")
@@ -321,6 +335,12 @@ class Book:
         if not self._existed and self.path.exists() and self.path.stat().st_size == 0:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            lock.release(self._lock)
+            self._lock = None
 
     def _check_and_migrate(self, readonly: bool) -> None:
         if readonly:
@@ -381,8 +401,11 @@ class Book:
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints and removes the
-        ``-wal``/``-shm`` files)."""
-        self.conn.close()
+        ``-wal``/``-shm`` files), then give back the writer lock."""
+        try:
+            self.conn.close()
+        finally:
+            self._release()
 
     def discard_if_unused(self) -> None:
         """Close, and delete the book if this object created it and nothing was
@@ -396,10 +419,13 @@ class Book:
                 unused = row[0] == 0
             except sqlite3.Error:
                 pass
-        self.conn.close()
-        if unused:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(str(self.path) + suffix).unlink(missing_ok=True)
+        try:
+            self.conn.close()
+            if unused:  # still under the lock: no other writer has it open
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+        finally:
+            self._release()
 
     def __enter__(self) -> Book:
         return self
