@@ -174,7 +174,10 @@ def _check_hyper(blocks: object, channels: object, value_hidden: object, where: 
 def _write_atomically(path: Path, write: Any) -> None:
     """Call ``write(temporary_path)`` and rename the result to ``path``."""
     with atomic_output(path) as temporary:
-        write(temporary)
+        try:
+            write(temporary)
+        except RuntimeError as error:  # torch.save's failed writes (no errno)
+            raise OSError(None, str(error)) from None
 
 
 def save_model(model: PolicyValueNetwork, path: str | Path) -> None:

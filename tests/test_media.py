@@ -201,6 +201,13 @@ FULL = {
                               "--playouts", "20"], 400),
     "export": (lambda d, data: ["export", "-b", data / "book.sqlite", "-o", d / "book.db"],
                16),
+    "model-init": (lambda d, data: ["model", "init", "-o", d / "book.db", "--force",
+                                    "--blocks", "2", "--channels", "16"], 16),
+    "match-pgn": (lambda d, data: ["match", "--engine", "a=builtin", "--engine", "b=builtin",
+                                   "--option", "a:nodes=30", "--option", "b:nodes=60",
+                                   "--openings", data / "openings.txt", "--games", "100",
+                                   "--nodes", "1", "--max-ply", "40", "-o",
+                                   d.parent / "results.sqlite", "--pgn", d / "games.pgn"], 16),
     "match": (lambda d, data: ["match", "--engine", "a=builtin", "--engine", "b=builtin",
                                "--option", "a:nodes=30", "--option", "b:nodes=60",
                                "--openings", data / "openings.txt", "--games", "100",
@@ -230,12 +237,18 @@ def test_a_full_disk_is_said_and_keeps_the_book(data, tmp_path, command):
     rc, err = outcome(out, command)
     after = out / "after"
     listing = (out / "listing").read_text().split()
-    if command == "export":
+    if command in ("export", "model-init"):  # an output file written whole
         target = d / "book.db"
         assert (rc, err) == (2, f"bookgen: error: disk full while writing {target}; "
                                 f"{target} is unchanged\n")
         assert (after / "book.db").read_text() == "old export\n"
         assert not [n for n in listing if n.endswith(".tmp")], listing
+        return
+    if command == "match-pgn":  # appended game by game
+        pgn = d / "games.pgn"
+        assert rc == 2 and err.startswith(f"bookgen: error: disk full while writing {pgn}; "
+                                          "the games before the last one are kept in it ("), err
+        assert (after / "games.pgn").read_text().startswith("[Event ")
         return
     if command == "match":
         results = d / "results.sqlite"
