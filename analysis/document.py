@@ -3,22 +3,21 @@
 Every text is plain and escaped by the renderer: :func:`render_html_page`
 writes one self-contained HTML page (CSS inline, figures as base64 PNG,
 nothing linked outside), :func:`render_markdown_page` its Markdown twin
-(figures referenced as PNG files). :func:`atomic_write` writes a file by
-temporary file and rename.
+(figures referenced as PNG files). :func:`atomic_write` (from
+:mod:`bookgen.files`) writes a file by temporary file and rename.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bookgen import __version__
 from bookgen.errors import BookgenError
+from bookgen.files import atomic_write
 
 __all__ = ["Block", "Bullets", "Heading", "Image", "Paragraph", "Section", "Table",
            "atomic_write", "check_output", "markdown_escape", "render_html_page",
@@ -85,24 +84,6 @@ def check_output(path: str | Path, protected: Sequence[str | Path] = ()) -> None
     for other in protected:
         if Path(other).resolve() == resolved:
             raise BookgenError(f"{path}: would overwrite an input file")
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file next to ``path``, then rename it over ``path``."""
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp", delete=False)
-    try:
-        with handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(handle.name, 0o666 & ~mask)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
 
 
 _CSS = """

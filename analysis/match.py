@@ -41,6 +41,7 @@ from analysis.players import Player, PlayerFailure, PlayerSpec, TimeControl, bui
 from analysis.results import Game, ResultsFile, write_pgn_game
 from analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.errors import BookgenError
+from bookgen.files import write_error
 from bookgen.progress import progress_bar
 from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
@@ -319,7 +320,7 @@ def _open_pgn(path: Path) -> TextIO:
     try:
         return open(path, "a", encoding="utf-8")
     except OSError as error:
-        raise BookgenError(f"{path}: cannot write ({error.strerror})") from None
+        raise write_error(path, error) from None
 
 
 def _check_player_specs(players: Sequence[PlayerSpec]) -> dict[str, PlayerSpec]:
@@ -438,7 +439,10 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
                            f"in {results}; rerun the same command to resume)") from None
     finally:
         if pgn_file is not None:
-            pgn_file.close()
+            try:
+                pgn_file.close()
+            except OSError:
+                pass  # a failed write, already reported
         if summary.match_id:
             if sprt is not None:
                 state = sprt.result(_games_of(store, summary.match_id))
@@ -595,12 +599,16 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
                    white_ms=game.white_ms, started_at=game.started_at,
                    finished_at=game.finished_at)
     if pgn_file is not None:
-        write_pgn_game(pgn_file, event=f"bookgen match {key[:8]}",
-                       round_label=f"{task.pair + 1}.{int(task.swapped) + 1}", black=task.black,
-                       white=task.white, result=game.result, reason=game.reason,
-                       start_sfen=game.start_sfen, moves=game.moves,
-                       pair=f"{key[:8]}:{task.pair}")
-        pgn_file.flush()
+        try:
+            write_pgn_game(pgn_file, event=f"bookgen match {key[:8]}",
+                           round_label=f"{task.pair + 1}.{int(task.swapped) + 1}",
+                           black=task.black, white=task.white, result=game.result,
+                           reason=game.reason, start_sfen=game.start_sfen, moves=game.moves,
+                           pair=f"{key[:8]}:{task.pair}")
+            pgn_file.flush()
+        except OSError as error:
+            raise write_error(pgn_file.name, error, "the games before the last one are "
+                              "kept in it") from None
     if csa_path is not None:
         from bookgen.rules import Outcome
         from selfplay.games import write_csa_record

@@ -42,19 +42,24 @@ class BookSummary:
 def _open_book(path: Path) -> sqlite3.Connection:
     """A read-only connection to the book at ``path``, after checking it is one.
 
-    The book is opened with ``mode=ro`` rather than through
-    :class:`bookgen.store.Book`, whose read-only open still migrates an older
-    writable file: a report must never change its inputs (nor turn a results
-    file given by mistake into a book).
+    The book is opened with :func:`bookgen.store.connect_readonly` rather
+    than through :class:`bookgen.store.Book`, whose read-only open still
+    migrates an older writable file: a report must never change its inputs
+    (nor turn a results file given by mistake into a book).
     """
     from bookgen.schema import SCHEMA_VERSION
+    from bookgen.store import StorageError, connect_readonly
 
     if not path.is_file():
         raise BookgenError(f"{path}: no such book")
     with open(path, "rb") as handle:
         if not handle.read(16).startswith(b"SQLite format 3"):
             raise BookgenError(f"{path}: not a readable SQLite book (not an SQLite file)")
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        conn = connect_readonly(path)
+    except StorageError as error:
+        raise BookgenError(f"{path}: not a readable SQLite book ({error.detail or error})"
+                           ) from None
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         tables = {row[0] for row in conn.execute(
@@ -71,6 +76,10 @@ def _open_book(path: Path) -> sqlite3.Connection:
         if version > SCHEMA_VERSION:
             raise BookgenError(f"{path}: book schema version {version} is newer than this "
                                f"bookgen supports ({SCHEMA_VERSION}); upgrade bookgen")
+    except StorageError as error:
+        conn.close()
+        raise BookgenError(f"{path}: not a readable SQLite book ({error.detail or error})"
+                           ) from None
     except sqlite3.DatabaseError as error:
         conn.close()
         raise BookgenError(f"{path}: not a readable SQLite book ({error})") from None

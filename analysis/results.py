@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from bookgen.errors import BookgenError
+from bookgen.files import check_writable
+from bookgen.store import StorageError, connect, connect_readonly
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "Game", "ResultsFile", "load_games", "read_pgn",
            "recorded_sprts", "write_pgn_game"]
@@ -151,15 +153,10 @@ class ResultsFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if self.path.is_dir():
-            raise BookgenError(f"{self.path}: is a directory")
-        if not self.path.parent.is_dir():
-            raise BookgenError(f"{self.path}: directory {self.path.parent} does not exist")
+        check_writable(self.path)
         existed = self.path.exists() and self.path.stat().st_size > 0
-        try:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        except sqlite3.Error as error:
-            raise BookgenError(f"{self.path}: cannot open ({error})") from None
+        self.db = connect(self.path, timeout=30, isolation_level=None,
+                          kept=lambda: "the games finished before are kept")
         try:
             self.db.row_factory = sqlite3.Row
             if existed:  # before anything writes to it (WAL mode rewrites the header)
@@ -168,6 +165,11 @@ class ResultsFile:
             self.db.execute("PRAGMA synchronous=NORMAL")
             if not existed:
                 self._create()
+        except StorageError as error:
+            self.db.close()
+            if error.code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                raise BookgenError(f"{self.path}: not a results file ({error.detail})") from None
+            raise
         except sqlite3.DatabaseError as error:
             self.db.close()
             raise BookgenError(f"{self.path}: not a results file ({error})") from None
@@ -193,7 +195,19 @@ class ResultsFile:
             return self.db
 
         def __exit__(self, kind: object, *exc: object) -> None:
-            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+            try:
+                if kind is None:
+                    self.db.execute("COMMIT")
+                    return
+            except BaseException:
+                self._rollback()
+                raise
+            self._rollback()
+
+        def _rollback(self) -> None:
+            # SQLite rolls back by itself after some errors (disk full, I/O errors).
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
 
     def transaction(self) -> _Transaction:
         return self._Transaction(self.db)
@@ -305,34 +319,32 @@ def recorded_sprts(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         with open(path, "rb") as handle:
             if not handle.read(16).startswith(b"SQLite format 3"):
                 continue
-        try:
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-            try:
-                check_results_file(db, path)
-                rows = db.execute("SELECT id, json_extract(settings, '$.sprt') FROM matches "
-                                  "WHERE json_extract(settings, '$.sprt') IS NOT NULL "
-                                  "ORDER BY id").fetchall()
-            finally:
-                db.close()
-        except sqlite3.DatabaseError as error:
-            raise BookgenError(f"{path}: cannot read results ({error})") from None
+        rows = _query(path, "SELECT id, json_extract(settings, '$.sprt') FROM matches "
+                            "WHERE json_extract(settings, '$.sprt') IS NOT NULL ORDER BY id")
         for match_id, text in rows:
             found.append({**json.loads(text), "file": str(path), "match_id": match_id})
     return found
 
 
-def _load_sqlite(path: Path) -> list[Game]:
+def _query(path: Path, sql: str) -> list[Any]:
+    """The rows of ``sql`` in the results file ``path``, read without changing it
+    or leaving files beside it (also on read-only media)."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        db = connect_readonly(path, timeout=30)
         try:
             check_results_file(db, path)
-            rows = db.execute(
-                "SELECT match_id, pair, black, white, result, reason, plies, opening, start_sfen "
-                "FROM games ORDER BY id").fetchall()
+            return db.execute(sql).fetchall()
         finally:
             db.close()
+    except StorageError as error:
+        raise BookgenError(f"{path}: cannot read results ({error.detail or error})") from None
     except sqlite3.DatabaseError as error:
         raise BookgenError(f"{path}: cannot read results ({error})") from None
+
+
+def _load_sqlite(path: Path) -> list[Game]:
+    rows = _query(path, "SELECT match_id, pair, black, white, result, reason, plies, opening, "
+                        "start_sfen FROM games ORDER BY id")
     return [Game(black, white, result, reason, plies, f"{path}#{match}:{pair}",
                  opening or start_sfen, str(path))
             for match, pair, black, white, result, reason, plies, opening, start_sfen in rows]

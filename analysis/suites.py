@@ -15,7 +15,6 @@ writing and summary code here (:class:`SuiteLine`, :func:`write_suite`).
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter, deque
 from collections.abc import Collection, Iterable
@@ -26,6 +25,7 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
+from bookgen.files import atomic_write
 from bookgen.position import STARTPOS_SFEN, board_key
 from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book
 
@@ -148,13 +148,7 @@ def write_suite(out: str | Path, kept: list[SuiteLine], *, limit: int | None = N
         kept = random.Random(seed).sample(kept, limit)
     kept = sorted(kept, key=SuiteLine.order)
     out = Path(out)
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text("".join(line.text() + "\n" for line in kept), encoding="utf-8")
-        os.replace(temporary, out)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise BookgenError(f"{out}: cannot write ({error.strerror})") from None
+    atomic_write(out, "".join(line.text() + "\n" for line in kept).encode("utf-8"))
     return summarize(out, kept)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from bookgen import __version__
-from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
+from bookgen.cli_support import (DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors,
+                                 wait_option)
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
 from bookgen.evaluators import batch_size_help
@@ -50,9 +51,10 @@ def main() -> None:
 @click.option("--max-gap", type=click.IntRange(0, 1), default=1, show_default=True,
               help="Apery only: plies outside the book to look through when walking.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@wait_option
 @reports_errors
 def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
-                   roots: str | None, max_gap: int, as_json: bool) -> None:
+                   roots: str | None, max_gap: int, as_json: bool, wait: bool) -> None:
     """Import DB2016 (.db) or Apery (.bin) books into BOOK, merging with what is there.
 
     Invalid entries are reported once each on stderr (file, line, reason),
@@ -68,7 +70,7 @@ def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
     from bookgen.importer import import_books
 
     summary = import_books(sources, book, fmt=fmt, strict=strict, roots=roots,
-                           max_gap=max_gap, diagnostics=Diagnostics())
+                           max_gap=max_gap, diagnostics=Diagnostics(), wait=wait)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
         return
@@ -178,8 +180,9 @@ def show_command(position: tuple[str, ...], book: str, svg: str | None, as_json:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The book to merge into (created if missing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@wait_option
 @reports_errors
-def merge_command(books: tuple[str, ...], output: str, as_json: bool) -> None:
+def merge_command(books: tuple[str, ...], output: str, as_json: bool, wait: bool) -> None:
     """Merge BOOKS into OUTPUT.
 
     Positions keep their minimum ply. For a move present in several books the
@@ -188,7 +191,7 @@ def merge_command(books: tuple[str, ...], output: str, as_json: bool) -> None:
     """
     from bookgen.merge import merge_books
 
-    result = merge_books(output, books)
+    result = merge_books(output, books, wait=wait)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
@@ -285,6 +288,7 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
               help="Evaluator processes expanding different positions at once.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@wait_option
 @reports_errors
 def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                  batch_size: int | None, trials: int | None, positions: int | None,
@@ -293,7 +297,8 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                  draw_value_white: int, visit_threshold: float, cutoff: float, min_visits: int,
                  engine_options: tuple[str, ...], nodes: int | None, byoyomi: int | None,
                  movetime: int | None, multipv: int | None, depth: int | None,
-                 engine_timeout: float | None, workers: int, seed: int, as_json: bool) -> None:
+                 engine_timeout: float | None, workers: int, seed: int, as_json: bool,
+                 wait: bool) -> None:
     """Grow the book: walk it, expand the next position worth thinking about
     with the evaluator, keep the good moves and their values.
 
@@ -312,7 +317,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                    draw_value_black=draw_value_black / 1000,
                    draw_value_white=draw_value_white / 1000,
                    visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits,
-                   workers=workers, seed=seed)
+                   workers=workers, seed=seed, wait=wait)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
     else:

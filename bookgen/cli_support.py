@@ -1,4 +1,5 @@
-"""What every command module shares: the error wrapper and the exit codes.
+"""What every command module shares: the error wrapper, the exit codes and the
+``--wait`` option.
 
 Kept apart from :mod:`bookgen.cli` so that command modules in other packages
 (``bookgen.cli_model``, ``refine.cli_*``, ``selfplay.cli``) can use it
@@ -17,6 +18,11 @@ import click
 from bookgen.errors import BookgenError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+wait_option = click.option(
+    "--wait", is_flag=True,
+    help="If another bookgen command is writing the book, wait for it to finish "
+         "(default: fail at once, naming it).")
 
 DEFAULT_TIMEOUT_HELP = (
     "By default the wait scales with the limit: 1.5 x the time + 10 s for byoyomi or "

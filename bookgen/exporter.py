@@ -12,7 +12,6 @@ choosing by value plays the intended move.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,13 @@ import numpy as np
 
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
+from bookgen.files import atomic_output
 from bookgen.formats.apery import export_records
 from bookgen.formats.db2016 import write_db2016
 from bookgen.formats.policy import write_policy_book
 from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
-from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove
+from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove, fault_point
 
 EXPORT_FORMATS = ("db2016", "apery", "policy", "hcpe")
 EXPORT_VALUES = ("raw", "minimax")
@@ -80,6 +80,13 @@ def _minimax_blocks(store: Book) -> Iterator[Block]:
         yield current, ply, minimax_moves(draws[turn], block)
 
 
+def _write_array(path: Path, array: np.ndarray) -> None:
+    """Write an array's bytes (through Python's file object, whose errors carry
+    an errno, unlike ``ndarray.tofile``'s)."""
+    with open(path, "wb") as handle:
+        handle.write(np.ascontiguousarray(array).view(np.uint8).data)
+
+
 def _check_refined(store: Book) -> None:
     missing = store.conn.execute(
         "SELECT count(*) FROM moves WHERE minimax_value IS NULL").fetchone()[0]
@@ -104,52 +111,42 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
         raise BookgenError(f"unknown values {values!r} (choose from "
                            f"{', '.join(EXPORT_VALUES)})")
     out = Path(out)
-    if out.is_dir():
-        raise BookgenError(f"{out}: is a directory")
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     with Book(book, create=False, readonly=True) as store:
         if values == "minimax":
             _check_refined(store)
         total = int(store.conn.execute(
             "SELECT count(DISTINCT position_id) FROM moves").fetchone()[0])
-        try:
-            with progress_bar(total=total, unit="pos", desc=f"writing {out.name}",
-                              disable=None if progress else True) as bar:
-                source = store.iter_blocks() if values == "raw" else _minimax_blocks(store)
+        with atomic_output(out) as temporary, progress_bar(
+                total=total, unit="pos", desc=f"writing {out.name}",
+                disable=None if progress else True) as bar:
+            source = store.iter_blocks() if values == "raw" else _minimax_blocks(store)
 
-                def blocks() -> Iterator[Block]:
-                    for block in source:
-                        bar.update()
-                        yield block
+            def blocks() -> Iterator[Block]:
+                for block in source:
+                    bar.update()
+                    yield block
+                    fault_point("export-writing")
 
-                if fmt == "db2016":
-                    with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-                        positions, moves = write_db2016(handle, blocks(),
-                                                        noe=total if noe else None)
-                    result: dict[str, Any] = {"positions": positions, "moves": moves}
-                elif fmt == "hcpe":
-                    hcpe, policy = training_arrays(blocks(), temperature)
-                    hcpe.tofile(temporary)
-                    policy_out = out.with_name(out.name + ".policy.npy")
-                    policy_temporary = out.with_name(f".{policy_out.name}.{os.getpid()}.tmp")
-                    with open(policy_temporary, "wb") as handle:
-                        np.save(handle, policy)
-                    os.replace(policy_temporary, policy_out)
-                    result = {"positions": len(hcpe), "moves": len(policy),
-                              "policy_file": str(policy_out)}
-                elif fmt == "policy":
-                    with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-                        positions, moves = write_policy_book(handle, blocks())
-                    result = {"positions": positions, "moves": moves}
-                else:
-                    records, result = export_records(blocks(), diagnostics)
-                    records.tofile(temporary)
-            os.replace(temporary, out)
-        except OSError as error:
-            temporary.unlink(missing_ok=True)
-            raise BookgenError(f"{out}: cannot write ({error.strerror})") from None
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+            if fmt == "db2016":
+                with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+                    positions, moves = write_db2016(handle, blocks(),
+                                                    noe=total if noe else None)
+                result: dict[str, Any] = {"positions": positions, "moves": moves}
+            elif fmt == "hcpe":
+                hcpe, policy = training_arrays(blocks(), temperature)
+                _write_array(temporary, hcpe)
+                policy_out = out.with_name(out.name + ".policy.npy")
+                with atomic_output(policy_out) as policy_temporary, \
+                        open(policy_temporary, "wb") as handle:
+                    np.save(handle, policy)
+                result = {"positions": len(hcpe), "moves": len(policy),
+                          "policy_file": str(policy_out)}
+            elif fmt == "policy":
+                with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+                    positions, moves = write_policy_book(handle, blocks())
+                result = {"positions": positions, "moves": moves}
+            else:
+                records, result = export_records(blocks(), diagnostics)
+                _write_array(temporary, records)
     result.update(file=str(out), format=fmt, values=values)
     return result

@@ -29,7 +29,7 @@ from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
                                  stop_on_interrupt)
-from bookgen.store import DEFAULT_BOOK, Book
+from bookgen.store import DEFAULT_BOOK, Book, fault_point
 from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
 
 
@@ -68,12 +68,15 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
          roots: str | Path | None = None, max_ply: int = 64, eval_threshold: int = 400,
          temperature: float = 1.0, draw_value_black: float = 0.5,
          draw_value_white: float = 0.5, visit_threshold: float = 0.005, cutoff: float = 0.015,
-         min_visits: int = 5, workers: int = 1, seed: int = 0, progress: bool = True) -> GrowSummary:
+         min_visits: int = 5, workers: int = 1, seed: int = 0, progress: bool = True,
+         wait: bool = False) -> GrowSummary:
     """Grow ``book`` until a budget (trials, expanded positions, seconds) runs out,
     the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``.
 
     ``batch_size`` None is the evaluator's default
-    (:func:`bookgen.evaluators.default_batch_size`)."""
+    (:func:`bookgen.evaluators.default_batch_size`). ``wait``: when another
+    process writes the book, wait for it instead of raising
+    :class:`bookgen.lock.BookLocked`."""
     if strategy not in STRATEGIES:
         raise BookgenError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
     if color not in ("both", "black", "white"):
@@ -117,7 +120,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
               "workers": workers,
               "seed": seed}
 
-    store = Book(book)
+    store = Book(book, wait=wait)
     try:
         mark_dead_runs(store)
         graph = BookGraph.load(store)
@@ -237,3 +240,4 @@ def _record(store: Book, graph: BookGraph, result: ExpansionResult, ply: int | N
                      result.choices, result.value, result.win_rate, result.visits,
                      summary.run_id)
         _end_run(store, graph, summary, "running")
+    fault_point("grow-expanded")

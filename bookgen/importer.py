@@ -41,14 +41,17 @@ class ImportSummary:
 def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK, *,
                  fmt: str = "auto", strict: bool = False, roots: str | Path | None = None,
                  max_gap: int = 1, diagnostics: Diagnostics | None = None,
-                 progress: bool = True, workers: int | None = None) -> ImportSummary:
+                 progress: bool = True, workers: int | None = None,
+                 wait: bool = False) -> ImportSummary:
     """Import DB2016 or Apery files into ``book`` (created if missing, else merged).
 
     Invalid entries are reported to ``diagnostics`` and skipped; with
     ``strict`` any invalid entry aborts the import and the book is left
     exactly as it was. The book is changed in one transaction, so an
     interrupted import changes nothing either. Large DB2016 files are parsed
-    by ``workers`` processes (default: one per core, at most 2).
+    by ``workers`` processes (default: one per core, at most 2). ``wait``: when
+    another process writes the book, wait for it instead of raising
+    :class:`bookgen.lock.BookLocked`.
     """
     if workers is None:
         workers = min(2, os.cpu_count() or 1)
@@ -68,7 +71,7 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
     if Path(book).resolve() in {path.resolve() for path in paths}:
         raise BookgenError(f"{book}: the book cannot import itself")
 
-    store = Book(book)
+    store = Book(book, wait=wait)
     params = {"sources": [str(p) for p in paths], "formats": formats, "strict": strict,
               "roots": str(roots) if roots else None, "max_gap": max_gap}
     try:

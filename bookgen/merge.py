@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bookgen.errors import BookgenError
-from bookgen.store import MOVE_UPSERT_SQL, PLY_UPSERT_SQL, Book, transposition_row_sql
+from bookgen.store import (MOVE_UPSERT_SQL, PLY_UPSERT_SQL, Book, readonly_uris,
+                           transposition_row_sql)
 
 MAX_SOURCES = 9  # SQLite attaches at most 10 databases, the output included
 
@@ -24,8 +25,10 @@ _MOVE_COLUMNS = ("ponder", "value", "depth", "count", "visits", "prior", "win_ra
                  "eval_value", "minimax_value", "minimax_depth", "engine_score")
 
 
-def merge_books(out: str | Path, sources: Sequence[str | Path]) -> dict[str, Any]:
-    """Merge ``sources`` into ``out`` (created if missing); returns the counts."""
+def merge_books(out: str | Path, sources: Sequence[str | Path], *,
+                wait: bool = False) -> dict[str, Any]:
+    """Merge ``sources`` into ``out`` (created if missing); returns the counts.
+    ``wait``: wait for another process writing ``out`` instead of failing."""
     if not sources:
         raise BookgenError("no books to merge")
     out_path = Path(out).resolve()
@@ -36,7 +39,7 @@ def merge_books(out: str | Path, sources: Sequence[str | Path]) -> dict[str, Any
     if len(sources) > MAX_SOURCES:
         raise BookgenError(f"at most {MAX_SOURCES} books can be merged at once "
                            f"(got {len(sources)}); merge in steps")
-    store = Book(out)
+    store = Book(out, wait=wait)
     try:
         for number, source in enumerate(sources):
             _attach(store, source, f"src{number}")
@@ -57,12 +60,15 @@ def merge_books(out: str | Path, sources: Sequence[str | Path]) -> dict[str, Any
 
 def _attach(store: Book, source: str | Path, schema: str) -> None:
     """Attach a source book; read-write when possible (only SELECTs run on it) so
-    that closing removes its WAL files, read-only when the file is not writable."""
-    uri = Path(source).resolve().as_uri()
-    try:
-        store.conn.execute(f"ATTACH DATABASE ? AS {schema}", (uri + "?mode=rw",))
-    except sqlite3.OperationalError:
-        store.conn.execute(f"ATTACH DATABASE ? AS {schema}", (uri + "?mode=ro",))
+    that closing removes its WAL files, read-only when it cannot be written."""
+    *preferred, last = readonly_uris(source)
+    for uri in preferred:
+        try:
+            store.conn.execute(f"ATTACH DATABASE ? AS {schema}", (uri,))
+            return
+        except sqlite3.OperationalError:
+            pass
+    store.conn.execute(f"ATTACH DATABASE ? AS {schema}", (last,))
 
 
 def _merge_one(store: Book, schema: str, run_id: int) -> tuple[int, int, int]:

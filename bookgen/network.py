@@ -45,6 +45,7 @@ from cshogi import dlshogi  # noqa: E402
 from torch import nn  # noqa: E402
 
 from bookgen.errors import BookgenError
+from bookgen.files import atomic_output
 
 FEATURES1_NUM: int = dlshogi.FEATURES1_NUM
 FEATURES2_NUM: int = dlshogi.FEATURES2_NUM
@@ -172,20 +173,11 @@ def _check_hyper(blocks: object, channels: object, value_hidden: object, where: 
 
 def _write_atomically(path: Path, write: Any) -> None:
     """Call ``write(temporary_path)`` and rename the result to ``path``."""
-    if path.is_dir():
-        raise BookgenError(f"{path}: is a directory")
-    if not path.parent.is_dir():
-        raise BookgenError(f"{path}: directory {path.parent} does not exist")
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise BookgenError(f"{path}: cannot write ({error.strerror or error})") from None
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as temporary:
+        try:
+            write(temporary)
+        except RuntimeError as error:  # torch.save's failed writes (no errno)
+            raise OSError(None, str(error)) from None
 
 
 def save_model(model: PolicyValueNetwork, path: str | Path) -> None:

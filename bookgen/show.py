@@ -7,6 +7,7 @@ from typing import Any
 
 from bookgen.diagram import board_svg
 from bookgen.errors import BookgenError
+from bookgen.files import atomic_write
 from bookgen.position import InvalidMove, InvalidPosition, board_key, parse_position_spec
 from bookgen.store import DEFAULT_BOOK, Book
 
@@ -28,11 +29,8 @@ def lookup_position(spec: str = "startpos", book: str | Path = DEFAULT_BOOK,
         found = store.find_position(sfen)
         moves = store.moves_of(found[0]) if found else []
     if svg is not None:
-        try:
-            Path(svg).write_text(board_svg(board, last_move=moves_played[-1] if moves_played
-                                           else None), encoding="utf-8")
-        except OSError as error:
-            raise BookgenError(f"{svg}: cannot write ({error.strerror})") from None
+        last_move = moves_played[-1] if moves_played else None
+        atomic_write(svg, board_svg(board, last_move=last_move).encode("utf-8"))
     return {
         "sfen": sfen,
         "in_book": found is not None,

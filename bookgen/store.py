@@ -4,6 +4,19 @@ A :class:`Book` wraps a ``sqlite3`` connection in autocommit mode; writers
 group their work in :meth:`Book.transaction` so that a book is changed by a
 command entirely or not at all (WAL mode: a process killed mid-transaction
 leaves the previous book). Bulk loads go through :class:`BulkWriter`.
+
+One writer at a time: a ``Book`` opened for writing holds the book's writer
+lock (:mod:`bookgen.lock`, the sidecar file ``NAME-lock``) until it is
+closed; a second writing process gets :class:`bookgen.lock.BookLocked`
+naming the first, or waits with ``wait=True``. Read-only books
+(``readonly=True``) never take it and are never blocked.
+
+Failures of the file itself (read-only file, directory or file system, disk
+full, I/O errors, a damaged file) surface as :class:`StorageError`, a one-line
+:class:`BookgenError` naming the file (:func:`sqlite_error` maps them, for
+books and for the match results files). Books that cannot be written are
+read through :func:`connect_readonly` (``mode=ro``, or ``immutable=1`` where
+SQLite could not even create its ``-shm`` file).
 """
 
 from __future__ import annotations
@@ -14,13 +27,14 @@ import os
 import signal
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bookgen import __version__
+from bookgen import __version__, lock
 from bookgen.errors import BookgenError
+from bookgen.files import disk_full_message, disk_nearly_full, unwritable_reason
 from bookgen.schema import BOOK_TABLES, MIGRATIONS, SCHEMA_VERSION
 
 DEFAULT_BOOK = "book.sqlite"
@@ -59,9 +73,156 @@ def _interrupts_held() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
+class StorageError(BookgenError, sqlite3.OperationalError):
+    """The file behind a connection failed: read-only, disk full, I/O error,
+    damaged. A one-line :class:`BookgenError` (exit code 2) that code catching
+    ``sqlite3.OperationalError`` still sees; ``code`` is SQLite's primary
+    result code (0 when the failure was found before SQLite saw it),
+    ``detail`` SQLite's own message."""
+
+    def __init__(self, message: str, code: int = 0, detail: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.detail = detail
+
+
+_UNREADABLE = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def sqlite_error(path: str | os.PathLike[str], error: sqlite3.Error,
+                 kept: str = "the file is unchanged") -> StorageError | None:
+    """What ``error`` from an SQLite file at ``path`` means, as a one-line
+    :class:`StorageError`; None for errors of the SQL itself (bugs), which
+    stay as they are. ``kept`` says what the file holds after a failed write."""
+    code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
+
+    def failure(message: str) -> StorageError:
+        return StorageError(message, code, str(error))
+
+    if code == sqlite3.SQLITE_FULL or (code == sqlite3.SQLITE_IOERR and disk_nearly_full(path)):
+        return failure(disk_full_message(path, kept))
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR):
+        reason = unwritable_reason(path)
+        if reason is not None:
+            return failure(f"{path}: {reason}, cannot write")
+        if code == sqlite3.SQLITE_READONLY:
+            return failure(f"{path}: opened read-only, cannot write ({error})")
+        what = "cannot open" if code == sqlite3.SQLITE_CANTOPEN else "I/O error"
+        return failure(f"{path}: {what} ({error})")
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return failure(f"{path}: locked by another program ({error}); try again when it is "
+                       "done")
+    if code in _UNREADABLE:
+        return failure(f"{path}: not a readable SQLite file ({error})")
+    return None
+
+
+class Connection(sqlite3.Connection):
+    """A connection that raises :class:`StorageError` for failures of its file
+    (see :func:`sqlite_error`); ``kept()`` says what a failed write leaves."""
+
+    path: Path
+    kept: Callable[[], str] = staticmethod(lambda: "the file is unchanged")
+
+    def _call(self, method: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return method(*args)
+        except sqlite3.OperationalError as error:
+            mapped = sqlite_error(getattr(self, "path", "database"), error, self.kept())
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self._call(super().execute, sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        return self._call(super().executemany, sql, parameters)
+
+    def commit(self) -> None:
+        self._call(super().commit)
+
+
+def connect(path: str | os.PathLike[str], uri: str | None = None,
+            kept: Callable[[], str] | None = None, **options: Any) -> Connection:
+    """``sqlite3.connect`` returning a :class:`Connection` for ``path`` (opened
+    through ``uri`` when given)."""
+    path = Path(path)
+    try:
+        conn = sqlite3.connect(uri if uri is not None else path, uri=uri is not None,
+                               factory=Connection, **options)
+    except sqlite3.Error as error:
+        raise sqlite_error(path, error) or error from None
+    conn.path = path
+    if kept is not None:
+        conn.kept = kept
+    return conn
+
+
+def _clean_wal(path: Path) -> bool:
+    """True when ``path`` has no write-ahead log with content (nothing to recover)."""
+    try:
+        return Path(str(path) + "-wal").stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def readonly_uris(path: str | os.PathLike[str]) -> list[str]:
+    """SQLite URIs that read ``path`` without changing it, best first.
+
+    A writable file in a writable directory: ``mode=rw`` (used read-only, so
+    that closing checkpoints and removes the ``-wal``/``-shm`` files). A file
+    that cannot be written (read-only file, directory or medium):
+    ``immutable=1`` when its write-ahead log is empty or absent (SQLite then
+    needs no ``-shm`` file and creates nothing), else ``mode=ro`` to read
+    the log.
+    """
+    path = Path(path)
+    uri = path.resolve().as_uri()
+    uris = [uri + "?mode=rw"] if unwritable_reason(path) is None else []
+    uris.append(uri + ("?mode=ro&immutable=1" if _clean_wal(path) else "?mode=ro"))
+    return uris
+
+
+def connect_readonly(path: str | os.PathLike[str], **options: Any) -> Connection:
+    """A ``query_only`` connection that never changes ``path`` and, once
+    closed, leaves no ``-wal``/``-shm`` files behind (see :func:`readonly_uris`)."""
+    path = Path(path)
+    options = {"isolation_level": None, "check_same_thread": False, **options}
+    *preferred, last = readonly_uris(path)
+    for uri in preferred:
+        try:
+            conn = connect(path, uri, **options)
+        except sqlite3.OperationalError:
+            continue
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+    conn = connect(path, last, **options)
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except StorageError as error:
+        conn.close()
+        if error.code not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY,
+                              sqlite3.SQLITE_IOERR) or _clean_wal(path):
+            raise
+        raise StorageError(
+            f"{path}: its write-ahead log {path.name}-wal holds changes that cannot be read "
+            f"here ({unwritable_reason(path) or error.detail}); open the book once where it "
+            "can be written", error.code, error.detail) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _user_version(path: Path) -> int:
     try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn = connect_readonly(path)
         try:
             return int(conn.execute("PRAGMA user_version").fetchone()[0])
         finally:
@@ -70,12 +231,22 @@ def _user_version(path: Path) -> int:
         return 0  # not a database: the normal open reports it
 
 
+_stopped_at: set[str] = set()
+
+
 def fault_point(name: str) -> None:
     """Kill the process here when BOOKGEN_FAULT names this point (crash tests);
-    ``NAME:SIGINT`` sends it a Ctrl-C instead (interrupt tests)."""
-    point, _, how = os.environ.get("BOOKGEN_FAULT", "").partition(":")
-    if point == name:
-        os.kill(os.getpid(), signal.SIGINT if how == "SIGINT" else signal.SIGKILL)
+    with ``NAME:stop`` stop it here instead (SIGSTOP, the first time only), so
+    that a test can act while it is there and then let it go on (SIGCONT); with
+    ``NAME:SIGINT`` send it a Ctrl-C (interrupt tests)."""
+    fault = os.environ.get("BOOKGEN_FAULT")
+    if fault == name:
+        os.kill(os.getpid(), 9)
+    elif fault == f"{name}:stop" and name not in _stopped_at:
+        _stopped_at.add(name)
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif fault == f"{name}:SIGINT":
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 class Book:
@@ -85,14 +256,22 @@ class Book:
     ``create=False`` a missing file is an error; ``readonly=True`` never writes
     the book's data (an older book is migrated first when the file is
     writable, and refused when it is not).
+
+    A book opened for writing holds the book's writer lock until
+    :meth:`close`: while it is open, a writer in another process fails with
+    :class:`bookgen.lock.BookLocked` naming this one, or waits with
+    ``wait=True``. Within one process writers share the lock. A book that
+    cannot be written (read-only file, directory or medium) is refused for
+    writing with a one-line error and read with :func:`connect_readonly`.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, wait: bool = False) -> None:
         self.path = Path(path)
         self.created = False   # True when this opener created the book's schema
         self.commits = 0       # transactions committed through this object
         self.interrupted = False  # Ctrl-C arrived while a COMMIT was running
+        self._lock: str | None = None
         if not self.path.exists():
             if not create or readonly:
                 raise BookgenError(f"{self.path}: no such book")
@@ -101,9 +280,17 @@ class Book:
         elif self.path.is_dir():
             raise BookgenError(f"{self.path}: is a directory, not a book")
         self._existed = self.path.exists()
-        if readonly and self._existed and os.access(self.path, os.W_OK) and \
+        if not readonly:
+            reason = unwritable_reason(self.path)
+            if reason is not None:
+                raise StorageError(f"{self.path}: {reason}, cannot write")
+            self._lock = lock.acquire(self.path, wait=wait)
+        elif self._existed and unwritable_reason(self.path) is None and \
                 0 < _user_version(self.path) < SCHEMA_VERSION:
-            Book(self.path, create=False).close()  # migrate first, then read
+            try:
+                Book(self.path, create=False).close()  # migrate first, then read
+            except lock.BookLocked:
+                pass  # its writer has migrated it
         try:
             self.conn = self._connect(readonly)
             self.conn.execute("PRAGMA busy_timeout = 10000")
@@ -113,31 +300,35 @@ class Book:
             self.conn.execute("PRAGMA synchronous = NORMAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.execute("PRAGMA cache_size = -262144")
+        except StorageError as error:
+            self._close_quietly()
+            if error.code in _UNREADABLE:
+                raise BookgenError(f"{self.path}: not a readable SQLite book "
+                                   f"({error.detail})") from None
+            raise
         except sqlite3.DatabaseError as error:
             self._close_quietly()
             raise BookgenError(f"{self.path}: not a readable SQLite book ({error})") from None
-        except BookgenError:
+        except BaseException:
             self._close_quietly()
             raise
 
     # -- opening -------------------------------------------------------------
 
-    def _connect(self, readonly: bool) -> sqlite3.Connection:
-        uri = self.path.resolve().as_uri()
-        if not readonly:
-            return sqlite3.connect(uri, uri=True, isolation_level=None,
-                                   check_same_thread=False)
-        # Read-write with query_only, so that closing checkpoints and removes
-        # the WAL files; a truly read-only file falls back to mode=ro.
-        try:
-            conn = sqlite3.connect(uri + "?mode=rw", uri=True, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA query_only = ON")
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return conn
-        except sqlite3.OperationalError:
-            return sqlite3.connect(uri + "?mode=ro", uri=True, isolation_level=None,
-                                   check_same_thread=False)
+    def _kept(self) -> str:
+        """What the book holds after a write failed (for error messages)."""
+        if self.commits == 0:
+            return "the book is unchanged"
+        return "the book keeps what was committed before"
+
+    def _connect(self, readonly: bool) -> Connection:
+        if readonly:
+            conn = connect_readonly(self.path)
+        else:
+            conn = connect(self.path, self.path.resolve().as_uri(), isolation_level=None,
+                           check_same_thread=False)
+        conn.kept = self._kept
+        return conn
 
     def _close_quietly(self) -> None:
         conn = getattr(self, "conn", None)
@@ -147,6 +338,12 @@ class Book:
         if not self._existed and self.path.exists() and self.path.stat().st_size == 0:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            lock.release(self._lock)
+            self._lock = None
 
     def _check_and_migrate(self, readonly: bool) -> None:
         if readonly:
@@ -161,7 +358,7 @@ class Book:
                 self._migrate(version)
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         self.created = version == 0
 
@@ -193,6 +390,8 @@ class Book:
             for statement in MIGRATIONS[step]:
                 try:
                     self.conn.execute(statement)
+                except StorageError:
+                    raise
                 except sqlite3.Error as error:
                     raise BookgenError(f"{self.path}: migration to schema version {step + 1} "
                                        f"failed ({error}); the book is unchanged") from None
@@ -204,7 +403,12 @@ class Book:
         self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
-        self.conn.close()
+        """Close the connection (the last one checkpoints and removes the
+        ``-wal``/``-shm`` files), then give back the writer lock."""
+        try:
+            self.conn.close()
+        finally:
+            self._release()
 
     def discard_if_unused(self) -> None:
         """Close, and delete the book if this object created it and nothing was
@@ -218,10 +422,13 @@ class Book:
                 unused = row[0] == 0
             except sqlite3.Error:
                 pass
-        self.close()
-        if unused:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(str(self.path) + suffix).unlink(missing_ok=True)
+        try:
+            self.conn.close()
+            if unused:  # still under the lock: no other writer has it open
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+        finally:
+            self._release()
 
     def __enter__(self) -> Book:
         return self
@@ -243,13 +450,22 @@ class Book:
         try:
             yield self.conn
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         with _interrupts_held() as held:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
             self.commits += 1
         if held:
             self.interrupted = True
+
+    def _rollback(self) -> None:
+        # SQLite rolls back by itself after some errors (disk full, I/O errors).
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
 
     def begin_run(self, command: str, params: dict[str, Any],
                   evaluator: str | None = None) -> int:

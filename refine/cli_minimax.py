@@ -6,7 +6,7 @@ import json
 
 import click
 
-from bookgen.cli_support import reports_errors
+from bookgen.cli_support import reports_errors, wait_option
 from bookgen.store import DEFAULT_BOOK
 from refine.cli import refine_group
 
@@ -43,9 +43,10 @@ def format_summary(summary: dict) -> str:
 @click.option("--workers", type=click.IntRange(1), default=None,
               help="Processes generating moves for the graph (default: up to 2).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@wait_option
 @reports_errors
 def minimax_command(book: str, draw_value_black: int, draw_value_white: int, method: str,
-                    workers: int | None, as_json: bool) -> None:
+                    workers: int | None, as_json: bool, wait: bool) -> None:
     """Minimax over the whole book graph, transpositions included.
 
     Every legal move from a book position into a book position is an edge.
@@ -64,5 +65,6 @@ def minimax_command(book: str, draw_value_black: int, draw_value_white: int, met
     from refine.minimax import refine_minimax
 
     summary = refine_minimax(book, draw_value_black=draw_value_black,
-                             draw_value_white=draw_value_white, method=method, workers=workers)
+                             draw_value_white=draw_value_white, method=method, workers=workers,
+                             wait=wait)
     click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))

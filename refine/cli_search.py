@@ -7,13 +7,13 @@ Thin click layers over :func:`refine.search.search` and
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
-from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
-from bookgen.errors import BookgenError
+from bookgen.cli_support import (DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors,
+                                 wait_option)
 from bookgen.evaluators import batch_size_help
+from bookgen.files import atomic_write
 from bookgen.store import DEFAULT_BOOK
 from refine.cli import refine_group
 
@@ -54,12 +54,13 @@ book_option = click.option(
               help="Engine processes searching different positions at once.")
 @click.option("--limit", type=click.IntRange(1), help="Search at most N positions in this run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@wait_option
 @reports_errors
 def search_command(book: str, engine: str, select: str, min_visits: int | None, margin: int,
                    nodes: int | None, byoyomi: int | None, movetime: int | None,
                    depth: int | None, engine_options: tuple[str, ...],
                    engine_timeout: float | None, retries: int, workers: int,
-                   limit: int | None, as_json: bool) -> None:
+                   limit: int | None, as_json: bool, wait: bool) -> None:
     """Re-search book positions with an alpha-beta engine and store the analyses
     (score for the side to move, mate, bound, depth, nodes, best move, PV).
 
@@ -77,7 +78,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     summary = search(book, engine=engine, engine_options=options, nodes=nodes,
                      byoyomi=byoyomi, movetime=movetime, depth=depth, select=select,
                      min_visits=min_visits, margin=margin, workers=workers, limit=limit,
-                     engine_timeout=engine_timeout, retries=retries)
+                     engine_timeout=engine_timeout, retries=retries, wait=wait)
     if as_json:
         click.echo(json.dumps(summary.as_dict(), indent=2))
     else:
@@ -124,11 +125,13 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
               help="Write the list (or JSON) here instead of standard output.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the mistakes and the run's summary as JSON.")
+@wait_option
 @reports_errors
 def mistakes_command(book: str, engine: str | None, analysis_run: int | None, threshold: int,
                      opp_threshold: int | None, diff: int, iterate: bool, max_iterations: int,
                      evaluator: str, playouts: int, batch_size: int | None, expand: int,
-                     workers: int, seed: int, output: str | None, as_json: bool) -> None:
+                     workers: int, seed: int, output: str | None, as_json: bool,
+                     wait: bool) -> None:
     """Flag the positions where the book's score and the engine's disagree
     (dlshogi's diff_eval rule, plus mates the book missed), record them in
     the mistakes table and list them: one 'startpos moves ...' line per
@@ -140,7 +143,8 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
     summary = mistakes(book, engine=engine, analysis_run=analysis_run, threshold=threshold,
                        opp_threshold=opp_threshold, diff=diff, iterate=iterate,
                        max_iterations=max_iterations, evaluator=evaluator, playouts=playouts,
-                       batch_size=batch_size, expand=expand, workers=workers, seed=seed)
+                       batch_size=batch_size, expand=expand, workers=workers, seed=seed,
+                       wait=wait)
     if as_json:
         text = json.dumps(summary.as_dict(), indent=2) + "\n"
     else:
@@ -150,10 +154,7 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
                + (f" after {len(summary.rounds) - 1} iterations" if iterate else "")
                + "".join(f"; {note}" for note in summary.notes))
     if output is not None:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as error:
-            raise BookgenError(f"{output}: cannot write ({error.strerror})") from None
+        atomic_write(output, text.encode("utf-8"))
         click.echo(message)
     else:
         click.echo(text, nl=False)

@@ -595,12 +595,14 @@ def peak_memory_mb() -> float:
 
 def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 500,
                    draw_value_white: int = 500, method: str = "retrograde",
-                   workers: int | None = None) -> dict[str, Any]:
+                   workers: int | None = None, wait: bool = False) -> dict[str, Any]:
     """Minimax over the whole book; stores per-position and per-move values and
     returns a summary. See ``bookgen refine minimax --help`` and the module docstring.
 
     The graph is read in one snapshot; if another process commits to the book
     before the results are written, nothing is written and BookgenError says so.
+    ``wait``: when another process writes the book, wait for it instead of
+    raising :class:`bookgen.lock.BookLocked`.
     """
     if method not in METHODS:
         raise BookgenError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
@@ -611,7 +613,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
     started = time.perf_counter()
     params = {"draw_value_black": draw_value_black, "draw_value_white": draw_value_white,
               "method": method}
-    with Book(book, create=False) as store:
+    with Book(book, create=False, wait=wait) as store:
         store.conn.execute("BEGIN")      # one read snapshot for the whole graph
         try:
             version = store.conn.execute("PRAGMA data_version").fetchone()[0]

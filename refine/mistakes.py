@@ -237,11 +237,13 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
              max_iterations: int = 3, evaluator: str = "builtin",
              evaluator_options: dict[str, Any] | None = None, playouts: int = 200,
              batch_size: int | None = None, expand: int = 2, workers: int = 1, seed: int = 0,
-             progress: bool = True) -> MistakesSummary:
+             progress: bool = True, wait: bool = False) -> MistakesSummary:
     """Find (and with ``iterate`` work on) the book's evaluation mistakes; records
     them in the ``mistakes`` table under a ``refine mistakes`` run. See the module
     docstring and ``bookgen refine mistakes --help``. ``batch_size`` (None: the
-    evaluator's default) goes to the grow runs of ``iterate``."""
+    evaluator's default) goes to the grow runs of ``iterate``. ``wait``: when
+    another process writes the book, wait for it instead of raising
+    :class:`bookgen.lock.BookLocked`."""
     for name, value in (("--threshold", threshold), ("--diff", diff),
                         ("--opp-threshold", opp_threshold)):
         if value is not None and value < 0:
@@ -254,7 +256,7 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
     path = Path(book)
     if not path.is_file():
         raise BookgenError(f"{path}: no such book")
-    store = Book(path, create=False)
+    store = Book(path, create=False, wait=wait)
     try:
         mark_dead_runs(store)
         key, key_run = _analysis_key(store, engine, analysis_run)

@@ -1049,12 +1049,14 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
            select: str = "all", min_visits: int | None = None, margin: int = DEFAULT_MARGIN,
            workers: int = 1, limit: int | None = None, engine_timeout: float | None = None,
            retries: int = 2, only: Iterable[int] | None = None,
-           progress: bool = True) -> SearchSummary:
+           progress: bool = True, wait: bool = False) -> SearchSummary:
     """Search the selected book positions with ``engine`` and store the analyses.
 
     ``only`` restricts the selection to these position ids (used by
     ``refine mistakes --iterate`` for the positions it just added). See the
     module docstring and ``bookgen refine search --help``.
+    ``wait``: when another process writes the book, wait for it instead of
+    raising :class:`bookgen.lock.BookLocked`.
     """
     if select not in SELECTIONS:
         raise BookgenError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
@@ -1076,7 +1078,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     backend: Any = None
     store: Book | None = None
     try:
-        store = Book(path, create=False)
+        store = Book(path, create=False, wait=wait)
         mark_dead_runs(store)
         index = BookIndex.load(store)
         selected = select_positions(index, select, min_visits, margin)

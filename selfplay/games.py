@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import time
 from collections import Counter
 from concurrent.futures.process import BrokenProcessPool
@@ -63,6 +62,7 @@ import cshogi.CSA
 import numpy as np
 
 from bookgen.errors import BookgenError
+from bookgen.files import AtomicFile, atomic_output
 from bookgen.evaluators import EvaluatorError
 from bookgen.formats.hcp import read_hcp
 from bookgen.mcts import Mcts, SearchSettings
@@ -429,56 +429,27 @@ def write_csa_record(path: Path, *, start_sfen: str, names: tuple[str, str],
     ``scores`` are each mover's own scores (None: none), written as ``'** N``
     comments from black's point of view.
     """
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    board = cshogi.Board(start_sfen)
-    exporter = cshogi.CSA.Exporter(str(temporary))
-    try:
-        exporter.info(init_board=board, names=list(names), version="V2.2",
-                      comment=comment or None)
-        for usi, score in zip(moves, scores):
-            move = board.move_from_usi(usi)
-            note = None
-            if score is not None:
-                black_view = score if board.turn == cshogi.BLACK else -score
-                note = f"** {_clip(black_view)}"
-            exporter.move(move, comment=note)
-            board.push(move)
-        exporter.endgame(csa_endgame(outcome, board.turn))
-    finally:
-        exporter.close()
-    os.replace(temporary, path)
+    with atomic_output(path) as temporary:
+        board = cshogi.Board(start_sfen)
+        exporter = cshogi.CSA.Exporter(str(temporary))
+        try:
+            exporter.info(init_board=board, names=list(names), version="V2.2",
+                          comment=comment or None)
+            for usi, score in zip(moves, scores):
+                move = board.move_from_usi(usi)
+                note = None
+                if score is not None:
+                    black_view = score if board.turn == cshogi.BLACK else -score
+                    note = f"** {_clip(black_view)}"
+                exporter.move(move, comment=note)
+                board.push(move)
+            exporter.endgame(csa_endgame(outcome, board.turn))
+        finally:
+            exporter.close()
 
 
 # --------------------------------------------------------------------------
 # outputs
-
-
-class _AtomicFile:
-    """Binary output built in a temporary file next to ``path``, renamed by :meth:`commit`."""
-
-    def __init__(self, path: Path, append: bool) -> None:
-        self.path = path
-        self.temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            if append and path.exists():
-                shutil.copyfile(path, self.temporary)
-            self.handle = open(self.temporary, "ab")
-        except OSError as error:
-            self.temporary.unlink(missing_ok=True)
-            raise BookgenError(f"{path}: cannot write ({error.strerror or error})") from None
-
-    def write(self, data: bytes) -> None:
-        self.handle.write(data)
-
-    def commit(self) -> None:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
-        os.replace(self.temporary, self.path)
-
-    def discard(self) -> None:
-        self.handle.close()
-        self.temporary.unlink(missing_ok=True)
 
 
 def _check_target(path: Path, force: bool, append: bool, what: str) -> None:
@@ -656,8 +627,8 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
                                 (black_config, white_config, start_records, settings))
     except EvaluatorError as error:
         raise BookgenError(str(error)) from None
-    hcpe_file = _AtomicFile(output, append)
-    min_file = _AtomicFile(out_min_path, append) if out_min_path is not None else None
+    hcpe_file = AtomicFile(output, append)
+    min_file = AtomicFile(out_min_path, append) if out_min_path is not None else None
     committed = False
     failure: BookgenError | None = None
     try:
@@ -721,7 +692,7 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
 
 
 def _write_game(record: GameRecord, summary: SelfplaySummary, reasons: Counter[str],
-                hcpe_file: _AtomicFile, min_file: _AtomicFile | None, csa_path: Path | None,
+                hcpe_file: AtomicFile, min_file: AtomicFile | None, csa_path: Path | None,
                 min_ply: int, seed: int) -> None:
     short = record.plies < min_ply
     written = 0 if short else len(record.records)

@@ -36,6 +36,7 @@ import cshogi
 import numpy as np
 
 from bookgen.errors import BookgenError
+from bookgen.files import atomic_output
 from bookgen.store import DEFAULT_BOOK, Book
 from refine.search import NULL, BookIndex, find_rows, parallel_map, sql_int_columns
 
@@ -223,18 +224,8 @@ def _sfens(conn: sqlite3.Connection, ids: np.ndarray, total: int) -> Iterator[st
 
 def _write(out: Path, write: Callable[[BinaryIO], int]) -> int:
     """Write ``out`` through a temporary file; returns what ``write`` returns."""
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as stream:
-            written = write(stream)
-        os.replace(temporary, out)
-        return written
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise BookgenError(f"{out}: cannot write ({error.strerror})") from None
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    with atomic_output(out) as temporary, open(temporary, "wb") as stream:
+        return write(stream)
 
 
 def _line_plies(ply: np.ndarray) -> np.ndarray:

@@ -527,7 +527,7 @@ def test_writes_are_atomic(results_path, tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(BookgenError, match=r"r\.html: cannot write \(disk full\)"):
         write_html(report, out)
     assert out.read_text() == "old report"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]

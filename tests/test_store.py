@@ -221,9 +221,12 @@ class _SyncedSqlite:
 
         self._connect_barrier = threading.Barrier(parties, timeout=20)
         self._begin_barrier = threading.Barrier(parties, timeout=20)
+
+    def _synced(self, base):
+        """A subclass of the connection class bookgen asked for (``factory``)."""
         outer = self
 
-        class Connection(sqlite3.Connection):
+        class Connection(base):
             synced = False
 
             def execute(self, sql, *args):
@@ -232,11 +235,11 @@ class _SyncedSqlite:
                     outer._begin_barrier.wait()
                 return super().execute(sql, *args)
 
-        self._factory = Connection
+        return Connection
 
-    def connect(self, *args, **kwargs):
+    def connect(self, *args, factory=sqlite3.Connection, **kwargs):
         self._connect_barrier.wait()
-        return sqlite3.connect(*args, factory=self._factory, **kwargs)
+        return sqlite3.connect(*args, factory=self._synced(factory), **kwargs)
 
     def __getattr__(self, name):
         return getattr(sqlite3, name)
