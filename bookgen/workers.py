@@ -73,15 +73,13 @@ class WorkerPool(Generic[R]):
         return [future.result() for future in done]
 
     def close(self) -> None:
-        for future in self.futures:
-            future.cancel()
+        # Queued tasks are cancelled by the executor itself: a future cancelled from
+        # here could later be failed by a breaking pool (InvalidStateError).
         self.executor.shutdown(wait=True, cancel_futures=True)
 
     def terminate(self) -> None:
         """Stop now: kill the workers (their engines die with them), abandoning
         the tasks in flight."""
-        for future in self.futures:
-            future.cancel()
         for process in list((getattr(self.executor, "_processes", None) or {}).values()):
             process.kill()
         self.executor.shutdown(wait=True, cancel_futures=True)
