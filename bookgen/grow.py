@@ -20,6 +20,7 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
+from bookgen.lock import writing
 from bookgen.evaluators import EvaluatorError, default_batch_size, make_evaluator
 from bookgen.expand import ExpansionResult, ExpansionSettings, make_backend
 from bookgen.graph import BookGraph
@@ -98,12 +99,6 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
         # Each worker runs its own model: share the cores instead of each taking all.
         options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
     root_boards = read_roots(roots) if roots else [cshogi.Board(STARTPOS_SFEN + " 1")]
-    # Fail on a bad evaluator before touching the book (and before forking workers).
-    try:
-        make_evaluator(evaluator, **options).close()
-    except EvaluatorError as error:
-        raise BookgenError(f"evaluator {evaluator}: {error}") from None
-
     settings = ExpansionSettings(
         SearchSettings(playouts=playouts, batch_size=batch_size,
                        draw_value_black=draw_value_black, draw_value_white=draw_value_white),
@@ -120,7 +115,14 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
               "workers": workers,
               "seed": seed}
 
-    store = Book(book, wait=wait)
+    # The writer lock first (a second writer is refused before any engine
+    # starts), then a bad evaluator fails before the book is touched.
+    with writing(book, wait=wait):
+        try:
+            make_evaluator(evaluator, **options).close()
+        except EvaluatorError as error:
+            raise BookgenError(f"evaluator {evaluator}: {error}") from None
+        store = Book(book, wait=wait)
     try:
         mark_dead_runs(store)
         graph = BookGraph.load(store)

@@ -25,6 +25,8 @@ import shlex
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bookgen.errors import BookgenError
@@ -196,6 +198,18 @@ def _take(key: str, path: Path, fd: int) -> bool:
         pass  # a lock file we may only read (another user's): the lock still holds
     _held[key] = _Held(path, fd)
     return True
+
+
+@contextmanager
+def writing(book: str | os.PathLike[str], *, wait: bool = False) -> Iterator[None]:
+    """Hold the writer lock of ``book`` for a block: a long command takes it
+    before it starts engines or workers, so that a second writer is refused at
+    once rather than after a slow engine start."""
+    key = acquire(book, wait=wait)
+    try:
+        yield
+    finally:
+        release(key)
 
 
 def release(key: str) -> None:

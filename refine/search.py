@@ -56,6 +56,7 @@ import numpy as np
 
 from bookgen.children import pool_worker_init
 from bookgen.errors import BookgenError
+from bookgen.lock import writing
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
@@ -1073,12 +1074,18 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     path = Path(book)
     if not path.is_file():
         raise BookgenError(f"{path}: no such book")
-    # An engine that cannot start is an error before the book is touched.
-    analyser: Analyser | None = start_analyser(settings)
+    # The writer lock first (a second writer is refused before the engine
+    # starts), then an engine that cannot start is an error before the book is
+    # touched.
+    with writing(path, wait=wait):
+        analyser: Analyser | None = start_analyser(settings)
+        try:
+            store: Book | None = Book(path, create=False, wait=wait)
+        except BaseException:
+            analyser.close()
+            raise
     backend: Any = None
-    store: Book | None = None
     try:
-        store = Book(path, create=False, wait=wait)
         mark_dead_runs(store)
         index = BookIndex.load(store)
         selected = select_positions(index, select, min_visits, margin)

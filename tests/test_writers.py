@@ -163,6 +163,23 @@ def test_second_writer_fails_at_once_naming_the_first(tmp_path, processes):
     assert leftovers(book) == []
 
 
+def test_a_second_writer_is_refused_before_its_engine_starts(tmp_path, processes):
+    """grow and refine search take the lock before they start an engine: a slow
+    engine start does not delay the refusal, and no engine runs for nothing."""
+    book = tmp_path / "book.sqlite"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    engine = (f"usi:{PYTHON} {ROOT / 'tests' / 'fake_engines' / 'fake_engine.py'} "
+              f"--multipv --mark-dir {marks}")
+    hold_the_lock(book, processes)
+    for writer in (("grow", "--evaluator", engine, "--positions", "1", "--nodes", "10"),
+                   ("refine", "search", "--engine", engine, "--nodes", "10")):
+        refused = run_bookgen_process(*writer, "-b", book, timeout=120)
+        assert refused.returncode == 2, (writer, refused.stderr)
+        assert "is being written by pid" in refused.stderr, refused.stderr
+        assert list(marks.iterdir()) == [], (writer, "the engine was started")
+
+
 def test_wait_runs_after_the_first_and_keeps_the_book_consistent(tmp_path, processes):
     book = tmp_path / "book.sqlite"
     first = hold_the_lock(book, processes)
