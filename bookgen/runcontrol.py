@@ -114,19 +114,18 @@ def in_flight(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'} in flight dropped"
 
 
-def _alive(pid: object) -> bool:
-    try:
-        os.kill(int(pid), 0)  # type: ignore[call-overload]
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
-
-
 def mark_dead_runs(book: Book) -> int:
-    """Mark 'running' runs whose process no longer exists as 'interrupted'."""
+    """Mark 'running' runs of other processes as 'interrupted'.
+
+    Runs are written by the book's one writer (:mod:`bookgen.lock`), and the
+    caller holds the writer lock: a run still 'running' under another process
+    id belongs to a writer that died (a live one would hold the lock), even if
+    its process id has since been reused."""
+    if not book.writing:
+        raise RuntimeError("mark_dead_runs needs the book open for writing")
     rows = book.conn.execute(
         "SELECT id, json_extract(counts, '$.pid') FROM runs WHERE status = 'running'").fetchall()
-    dead = [(run_id,) for run_id, pid in rows if not _alive(pid)]
+    dead = [(run_id,) for run_id, pid in rows if pid != os.getpid()]
     if dead:
         with book.transaction():
             book.conn.executemany("UPDATE runs SET status = 'interrupted' WHERE id = ?", dead)

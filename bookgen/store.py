@@ -340,6 +340,11 @@ class Book:
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
         self._release()
 
+    @property
+    def writing(self) -> bool:
+        """True while this object holds the book's writer lock."""
+        return self._lock is not None
+
     def _release(self) -> None:
         if self._lock is not None:
             lock.release(self._lock)

@@ -313,3 +313,17 @@ def test_writers_within_one_process_share_the_lock(tmp_path):
         done = run_bookgen_process("refine", "minimax", "-b", book)
         assert done.returncode == 0, done.stderr
     assert leftovers(book) == []
+
+
+def test_a_running_run_of_another_process_is_dead_even_if_its_pid_lives(tmp_path):
+    """The lock holder is the only writer: a run left 'running' by another pid
+    belongs to a writer that died, even when that pid now names a live process
+    (reuse). The next writer marks it interrupted."""
+    book = tmp_path / "book.sqlite"
+    with Book(book) as store:
+        with store.transaction():
+            run_id = store.begin_run("grow", {})
+            store.end_run(run_id, status="running", counts={"pid": 1})  # init: alive
+    done = run_bookgen_process(*GROW, "-b", book, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [r[2] for r in runs(book)] == ["interrupted", "done"]
