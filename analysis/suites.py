@@ -209,6 +209,8 @@ def make_suite(out: str | Path, book: str | Path = DEFAULT_BOOK, *, max_value: i
     if STARTPOS_SFEN not in entries:
         raise BookgenError(f"{book}: the initial position has no book moves")
     kept: list[SuiteLine] = []
+    reached = 0
+    rejected = {"outside the plies": 0, f"|value| over {max_value}": 0, "best line repeats": 0}
     seen = {STARTPOS_SFEN}
     queue: deque[list[str]] = deque([[]])
     board = cshogi.Board()
@@ -222,8 +224,14 @@ def make_suite(out: str | Path, book: str | Path = DEFAULT_BOOK, *, max_value: i
         if not moves:
             continue
         best_value = _best(moves)[0]
-        if (ply in wanted and abs(best_value) <= max_value
-                and not _repeats_along_best(board, entries)):
+        reached += 1
+        if ply not in wanted:
+            rejected["outside the plies"] += 1
+        elif abs(best_value) > max_value:
+            rejected[f"|value| over {max_value}"] += 1
+        elif _repeats_along_best(board, entries):
+            rejected["best line repeats"] += 1
+        else:
             kept.append(SuiteLine(tuple(line), best_value))
         if ply >= last_ply:
             continue
@@ -234,5 +242,10 @@ def make_suite(out: str | Path, book: str | Path = DEFAULT_BOOK, *, max_value: i
             if key not in seen:
                 seen.add(key)
                 queue.append(line + [move])
+    if not kept:
+        left_out = ", ".join(f"{count} {rule}" for rule, count in rejected.items() if count)
+        raise BookgenError(f"no position qualified, {out} not written: {reached} book "
+                           f"positions reached from the initial position"
+                           + (f", left out: {left_out}" if left_out else ""))
     return write_suite(out, kept, limit=limit, per_line_cap=per_line_cap,
                        cap_plies=cap_plies, seed=seed)

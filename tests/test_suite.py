@@ -9,7 +9,7 @@ from collections import Counter
 import cshogi
 
 from bookgen.grow import grow
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
 
@@ -87,3 +87,13 @@ def test_suite_errors(tmp_path):
     result = run_cli("suite", "-b", book, "-o", tmp_path / "s.txt", "--min-ply", "9",
                      "--max-ply", "3", expect=2)
     assert "above --max-ply" in result.stderr
+
+
+def test_a_book_suite_with_no_position_is_an_error_that_says_why(tmp_path):
+    book = tmp_path / "book.sqlite"
+    run_cli("import", ROOT / "data" / "sample.db", "-b", book)
+    out = tmp_path / "suite.txt"
+    result = run_cli("suite", "-b", book, "-o", out, "--max-value", "0", "--min-ply", "3",
+                     "--max-ply", "5", expect=2)
+    assert "no position qualified" in result.stderr and "|value| over 0" in result.stderr
+    assert not out.exists()
