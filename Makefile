@@ -15,18 +15,21 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# Debian engines used by the engine tests, and the headless browser of the
-# report test (needs root, as in CI).
+# Debian packages the tests need: the engines of the engine tests and the
+# README's examples, and the headless browser of the report tests. apt-get
+# needs root, as in CI; as a user, install them first.
+ENGINE_PACKAGES := fairy-stockfish gpsshogi chromium
 engines:
 	@if [ ! -x /usr/games/fairy-stockfish ] || [ ! -x /usr/games/gpsusi ] || [ ! -x /usr/bin/chromium ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fairy-stockfish gpsshogi chromium; \
+		echo "make engines: installing $(ENGINE_PACKAGES) with apt-get (the engine tests and the README's examples play fairy-stockfish and gpsusi; the report tests render in chromium)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PACKAGES); \
 	fi
 
 # Grow a book from the initial position with the built-in evaluator for a
 # minute, show what it holds, then measure with it.
 demo: $(STAMP)
 	mkdir -p demo
-	rm -f demo/book.sqlite demo/book.sqlite-wal demo/book.sqlite-shm
+	rm -f demo/book.sqlite demo/book.sqlite-wal demo/book.sqlite-shm demo/book.sqlite-lock
 	$(BOOKGEN) grow -b demo/book.sqlite --time 60 --positions 100000 --playouts 100
 	$(BOOKGEN) stats -b demo/book.sqlite
 	$(BOOKGEN) show -b demo/book.sqlite startpos
@@ -46,7 +49,7 @@ demo: $(STAMP)
 # Import the sample book analysed by Fairy-Stockfish and print its stats.
 sample: $(STAMP)
 	mkdir -p demo
-	rm -f demo/sample.sqlite demo/sample.sqlite-wal demo/sample.sqlite-shm
+	rm -f demo/sample.sqlite demo/sample.sqlite-wal demo/sample.sqlite-shm demo/sample.sqlite-lock
 	$(BOOKGEN) import data/sample.db -b demo/sample.sqlite
 	$(BOOKGEN) stats -b demo/sample.sqlite
 
