@@ -348,9 +348,7 @@ class SprtResult:
         if self.basis == "pentanomial" and self.games_left_out:
             lines.append(f"note: {_plural(self.games_left_out, 'game')} outside a complete "
                          "pair left out of the estimate and the LLR")
-        elo_error = (f"+/- {e.elo_error:.2f}" if math.isfinite(e.elo_error) else
-                     "(interval unbounded: it reaches a 0 % or 100 % score)")
-        lines.append(f"Elo: {e.elo:.2f} {elo_error}, nElo: {e.nelo:.2f} +/- "
+        lines.append(f"Elo: {e.elo:.2f} +/- {e.elo_error:.2f}, nElo: {e.nelo:.2f} +/- "
                      f"{e.nelo_error:.2f}, LOS: {e.los:.2f} % ({self.basis}, {e.games} games)")
         kind = "normalized Elo" if self.model == "normalized" else "logistic Elo"
         lines.append(f"SPRT of {self.engine} (engine under test) against {self.opponent} "

@@ -315,16 +315,6 @@ def test_cli_sprt_h1_on_a_lopsided_result(tmp_path):
     assert f"LOS: {estimate.los:.2f} %" in text
 
 
-def test_cli_sprt_says_when_the_elo_interval_is_unbounded(tmp_path):
-    penta = [0, 0, 0, 2, 6]  # no lost pair: the upper end reaches a 100 % score
-    path = write_results(tmp_path / "r.sqlite", pair_games(penta))
-    assert math.isinf(elo_pentanomial(penta).elo_error)
-    text = run_cli("sprt", path, "--engine", "A", "--vs", "B", "--elo0", "0",
-                   "--elo1", "10").stdout
-    assert "inf" not in text.replace("interval unbounded", "")
-    assert "(interval unbounded: it reaches a 0 % or 100 % score)" in text
-
-
 def test_cli_sprt_h0_and_continue(tmp_path):
     losing = write_results(tmp_path / "h0.sqlite", pair_games([36, 60, 80, 20, 4]))
     data = sprt_json(losing, "--engine", "A", "--vs", "B", "--elo0", "0", "--elo1", "10")
