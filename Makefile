@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BOOKGEN := $(VENV)/bin/bookgen
 STAMP := $(VENV)/.installed
 
-.PHONY: demo sample test engines bench clean
+.PHONY: demo sample test engines bench clean golden golden-write
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,14 @@ sample: $(STAMP)
 test: $(STAMP) engines
 	$(PY) -m pytest -n 2 -q
 
+# Identical outputs (tests/golden/README.md): the tree against tests/golden/manifest.json,
+# fairy-stockfish's part (G14) included; golden-write rewrites the manifest.
+golden: $(STAMP) engines
+	$(PY) tests/golden/golden.py check --engines
+
+golden-write: $(STAMP) engines
+	$(PY) tests/golden/golden.py write --engines
+
 bench: $(STAMP) engines
 	$(PY) benchmarks/bench_formats.py
 	$(PY) benchmarks/bench_grow.py
@@ -63,4 +71,4 @@ bench: $(STAMP) engines
 	$(PY) benchmarks/bench_ratings.py
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache .hypothesis
+	rm -rf $(VENV) demo .pytest_cache .hypothesis .golden
