@@ -272,7 +272,7 @@ def dump_sqlite(path: Path, paths: Paths) -> str:
 
 def suspicious(text: str, paths: Paths) -> list[str]:
     """What still looks volatile after normalising (printed as warnings)."""
-    today = datetime.datetime.now(datetime.timezone.utc).date()
+    today = datetime.datetime.now(datetime.UTC).date()
     needles = {today.isoformat(), today.strftime("%Y.%m.%d"), paths.work, paths.tmp + "/"}
     return sorted(n for n in needles if n and n in text)
 
@@ -438,6 +438,9 @@ def g1_g6() -> list[Step]:
             "--select", "principal", "--margin", "100", "--json",
             out="G5/search-principal.json", kind="json"),
         cmd("refine", "search", "-b", "grown.sqlite", "--engine", "builtin", "--depth", "1",
+            "--select", "principal", "--json", out="G5/search-principal-default.json",
+            kind="json"),
+        cmd("refine", "search", "-b", "grown.sqlite", "--engine", "builtin", "--depth", "1",
             "--select", "leaves", "--json", out="G5/search-leaves.json", kind="json"),
         cmd("refine", "search", "-b", "grown.sqlite", "--engine", "builtin", "--depth", "3",
             "--select", "visits", "--min-visits", "10", "--json",
@@ -534,8 +537,8 @@ def g7_g13() -> list[Step]:
         # G10 matches of built-in players into one results file
         cmd("match", "--builtin", "a", "--builtin", "b", "--option", "a:nodes=300", "--option",
             "b:nodes=1500", "--openings", "suite.txt", "--games", "8", "--nodes", "1",
-            "--max-ply", "120", "-o", "results.sqlite", "--pgn", "games.pgn", "--csa", "mcsa", "--json", "--quiet",
-            out="G10/match-pairs.json", kind="json"),
+            "--max-ply", "120", "-o", "results.sqlite", "--pgn", "games.pgn", "--csa", "mcsa",
+            "--json", "--quiet", out="G10/match-pairs.json", kind="json"),
         cmd("match", "--builtin", "a", "--builtin", "b", "--builtin", "c", "--option",
             "a:nodes=300", "--option", "b:nodes=1500", "--option", "c:depth=1", "--openings",
             "suite.txt", "--games", "2", "--nodes", "1", "--max-ply", "80", "-o",
@@ -677,9 +680,14 @@ class Runner:
         self.warnings: list[str] = []
         self.timings: list[tuple[str, float]] = []
         self.paths = Paths(str(self.work), str(self.tree))
+        marker = self.outdir / ".golden-run"
+        if self.outdir.exists() and any(self.outdir.iterdir()) and not marker.exists():
+            raise GoldenError(f"{self.outdir} is not empty and not an earlier run's: "
+                              f"give a new or empty directory")
         shutil.rmtree(self.outdir, ignore_errors=True)
         self.work.mkdir(parents=True)
         self.out.mkdir(parents=True)
+        marker.touch()
         self.module, self.function = entry_point(self.tree)
         self.env = command_env(None if installed else self.tree, self.outdir)
         self._check_import()
@@ -938,7 +946,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         "about": "sha256 of bookgen's normalised outputs: tests/golden/golden.py, README.md",
         "commit": commit,
         "dirty": dirty,
-        "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "written": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "libraries": libraries(),
         "engine": engine_version() if args.engines else old.get("engine", "not run"),
         "outputs": dict(sorted(hashes.items())),
