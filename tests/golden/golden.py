@@ -980,10 +980,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     left, right = STATE / "baseline" / "out" / args.name, STATE / "now" / "out" / args.name
+    if not (STATE / "baseline" / "out").is_dir() or not (STATE / "now" / "out").is_dir():
+        raise GoldenError(f"no outputs in {STATE}: run `golden.py compare --baseline REV` "
+                          f"first (the manifest holds only hashes)")
     for path in (left, right):
-        if not path.exists():
-            raise GoldenError(f"{path} does not exist: run `golden.py compare --baseline REV` "
-                              f"first (the manifest holds only hashes)")
+        if not path.is_file():
+            raise GoldenError(f"{path}: no such output")
     a, b = left.read_bytes(), right.read_bytes()
     if a == b:
         print(f"{args.name}: identical")
