@@ -13,17 +13,19 @@ engines appear in the process tree: never after a guessed delay.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from bookgen.grow import grow
-from conftest import ROOT, integrity_ok
-from processes import (Bookgen, assert_all_gone, descendants, fake_engine, marks, stop_all,
-                       wait_for)
+from conftest import PYTHON, ROOT, integrity_ok
+from processes import (DEADLINE, Bookgen, assert_all_gone, descendants, fake_engine, marks,
+                       stop_all, wait_for)
 
 FAIRY = "/usr/games/fairy-stockfish"
 STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d"]
@@ -306,3 +308,66 @@ def test_the_helpers_find_engines_in_their_own_sessions(tmp_path):
         assert str(ROOT / "tests" / "fake_engines") in " ".join(procs.values())
     finally:
         stop_all(process, procs)
+
+
+# --------------------------------------------------------------------------
+# Ctrl-C while processes start up (found by benchmarks/fault_campaign.py)
+
+STARTING_WORKER_SCRIPT = """
+import os, signal, sys, time
+from pathlib import Path
+
+marks = Path(sys.argv[1])
+if __name__ == "__mp_main__":  # a spawned worker imports this while it starts up
+    (marks / f"worker-starting-{os.getpid()}").touch()
+    while not (marks / "go-on").exists():
+        time.sleep(0.01)
+
+
+def square(x):
+    return x * x
+
+
+def nothing():
+    pass
+
+
+if __name__ == "__main__":
+    from bookgen.workers import PoolRunner
+
+    signal.signal(signal.SIGINT, lambda *_: (marks / "parent-got-ctrl-c").touch())
+    runner = PoolRunner(1, square, nothing, ())
+    runner.submit(7)
+    print(runner.collect(), flush=True)
+    runner.close()
+"""
+
+
+def test_ctrl_c_while_a_worker_starts_up_prints_no_traceback(tmp_path):
+    """The terminal's Ctrl-C reaches a worker that is still starting (importing
+    the main module, before it could ignore SIGINT): it neither dies nor prints
+    a KeyboardInterrupt traceback, and does its work."""
+    script = tmp_path / "pool.py"
+    script.write_text(STARTING_WORKER_SCRIPT)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        process = subprocess.Popen([PYTHON, str(script), str(marks_dir)], cwd=str(ROOT),
+                                   stdout=stdout, stderr=stderr, start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                    signal.SIG_DFL))
+    procs = {}
+    try:
+        wait_for(lambda: list(marks_dir.glob("worker-starting-*")), process,
+                 "a starting worker")
+        procs = descendants(process.pid)
+        os.killpg(process.pid, signal.SIGINT)  # the whole group, as the terminal does
+        wait_for(lambda: (marks_dir / "parent-got-ctrl-c").exists(), process,
+                 "the Ctrl-C in the parent")
+        (marks_dir / "go-on").touch()
+        code = process.wait(timeout=DEADLINE)
+    finally:
+        stop_all(process, procs)
+    assert "Traceback" not in err.read_text(), err.read_text()
+    assert (code, out.read_text()) == (0, "[49]\n"), err.read_text()
