@@ -24,8 +24,8 @@ import pytest
 
 from bookgen.grow import grow
 from conftest import PYTHON, ROOT, integrity_ok
-from processes import (DEADLINE, Bookgen, assert_all_gone, descendants, fake_engine, marks,
-                       stop_all, wait_for)
+from processes import (DEADLINE, Bookgen, assert_all_gone, descendants, fake_engine,
+                       interrupted_before_bookgen, marks, stop_all, wait_for)
 
 FAIRY = "/usr/games/fairy-stockfish"
 STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d"]
@@ -371,3 +371,42 @@ def test_ctrl_c_while_a_worker_starts_up_prints_no_traceback(tmp_path):
         stop_all(process, procs)
     assert "Traceback" not in err.read_text(), err.read_text()
     assert (code, out.read_text()) == (0, "[49]\n"), err.read_text()
+
+
+ENTRY_POINTS = {"python -m bookgen.cli": [PYTHON, "-m", "bookgen.cli"],
+                "bookgen": [str(ROOT / ".venv" / "bin" / "bookgen")],
+                "python -m bookgen": [PYTHON, "-m", "bookgen"]}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_ctrl_c_while_the_command_line_starts_exits_130_quietly(small_book, tmp_path, entry):
+    """Ctrl-C at every moment of a short command, start-up included (importing
+    numpy and cshogi, parsing the options): exit code 130 and one line, or 0
+    when the command was done; never a traceback, an ImportError or "Aborted!".
+    Python may also end by SIGINT itself (its start-up before any bookgen code
+    runs, its shutdown after the command is done), silently or with its own
+    start-up message, as any Python program: the shell shows exit code 130 for
+    that too."""
+    if not os.access(ENTRY_POINTS[entry][0], os.X_OK):
+        pytest.fail(f"{ENTRY_POINTS[entry][0]} is missing: run 'make .venv/.installed'")
+    codes = []
+    for step in range(30):
+        out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        with open(out, "w") as stdout, open(err, "w") as stderr:
+            process = subprocess.Popen(
+                [*ENTRY_POINTS[entry], "stats", "-b", small_book], cwd=str(tmp_path),
+                stdout=stdout, stderr=stderr, start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            process.wait(timeout=step * 0.02)  # the moment of this Ctrl-C
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=DEADLINE)
+        text = err.read_text()
+        if interrupted_before_bookgen(text):
+            continue  # the interpreter's start-up
+        assert code in (0, 130, -signal.SIGINT) and "Traceback" not in text, (step, code, text)
+        assert text in ("", "bookgen: interrupted\n"), (step, code, text)
+        codes.append(code)
+    assert 130 in codes  # (not vacuous: Ctrl-Cs came while bookgen ran)
+
