@@ -129,25 +129,28 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             run_id = store.begin_run("grow", params, evaluator=evaluator)
             store.end_run(run_id, status="running", counts={"pid": os.getpid()})
         summary = GrowSummary(str(book), run_id, "running")
-        rng = random.Random(seed)
-        walker = make_strategy(strategy, graph, root_boards, limits, rng)
-        try:
-            backend = make_backend(evaluator, options, settings, workers)
-        except EvaluatorError as error:
-            raise BookgenError(f"evaluator {evaluator}: {error}") from None
         status = "failed"
+        abandon = True  # on errors and Ctrl-C: do not wait for the workers' expansions
+        backend = None
         try:
+            walker = make_strategy(strategy, graph, root_boards, limits, random.Random(seed))
+            backend = make_backend(evaluator, options, settings, workers)
             with stop_on_interrupt() as stop:
                 status = _run(store, graph, walker, backend, summary, stop, trials, positions,
                               seconds, progress)
+            abandon = False
+        except KeyboardInterrupt:  # before the run could take Ctrl-C over (engines starting)
+            status, summary.stop_reason = "interrupted", "Ctrl-C"
+            raise
         except EvaluatorError as error:
             summary.stop_reason = f"evaluator failed: {error}"
             raise BookgenError(f"evaluator {evaluator}: {error}") from None
         finally:
-            if status == "failed":
-                backend.terminate()  # do not wait for the other workers' expansions
-            else:
-                backend.close()
+            if backend is not None:
+                if abandon:
+                    backend.terminate()
+                else:
+                    backend.close()
             summary.status = status
             summary.positions = store.count_positions()
             summary.moves = store.count_moves()

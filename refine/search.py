@@ -1102,6 +1102,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
             summary.run_id = store.begin_run("refine search", params, evaluator=settings.spec)
             store.end_run(summary.run_id, status="running", counts=_counts(summary))
         status = "failed"
+        abandon = True  # on errors and Ctrl-C: do not wait for the workers' searches
         start = time.perf_counter()
         try:
             if not todo:
@@ -1120,6 +1121,10 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
                     analyser = None
                 with stop_on_interrupt() as stop:
                     status = _run(store, index, todo, backend, summary, stop, start, progress)
+            abandon = False
+        except KeyboardInterrupt:  # before the run could take Ctrl-C over
+            status, summary.stop_reason = "interrupted", "Ctrl-C"
+            raise
         except BrokenProcessPool as error:
             summary.stop_reason = f"a worker process died: {error}"
             raise BookgenError(f"refine search: {summary.stop_reason}") from None
@@ -1128,8 +1133,8 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
             raise
         finally:
             if backend is not None:
-                if status == "failed":
-                    backend.terminate()  # do not wait for the other workers' searches
+                if abandon:
+                    backend.terminate()
                 else:
                     backend.close()
                 backend = None

@@ -410,3 +410,54 @@ def test_ctrl_c_while_the_command_line_starts_exits_130_quietly(small_book, tmp_
         codes.append(code)
     assert 130 in codes  # (not vacuous: Ctrl-Cs came while bookgen ran)
 
+
+def test_ctrl_c_while_grow_starts_its_engine_marks_the_run_interrupted(small_book, tmp_path):
+    """Ctrl-C after grow wrote its run row but before the run took Ctrl-C over
+    (its engine starting): exit code 130, the run marked interrupted (not left
+    running), the engine gone."""
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    # The engine answers bookgen's check before the book is opened, then hangs
+    # when grow starts it for the run.
+    engine = fake_engine("--multipv", "--first-start-only", tmp_path / "started-once",
+                         "--mark-dir", marks_dir)
+    process = Bookgen(tmp_path, "grow", "-b", book, "--evaluator", f"usi:{engine}",
+                      "--nodes", "100", "--positions", "3")
+    procs = {}
+    try:
+        wait_for(lambda: marks(marks_dir, "hung"), process, "the engine's start")
+        procs = descendants(process.pid)
+        process.ctrl_c()
+        code, out, err = process.finish()
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert code == 130 and "Traceback" not in err, out + err
+    assert statuses(book, "grow") == ["done", "interrupted"]
+
+
+def test_ctrl_c_while_refine_search_closes_its_first_engine_marks_the_run_interrupted(
+        small_book, tmp_path):
+    """refine search --workers 2 checks its engine, opens the book, writes its run
+    row and closes the engine before the workers start theirs: a Ctrl-C while
+    that engine quits gives exit code 130 and an interrupted run (not failed)."""
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    engine = fake_engine("--multipv", "--hang-on-quit", "--mark-dir", marks_dir)
+    process = Bookgen(tmp_path, "refine", "search", "-b", book, "--engine", f"usi:{engine}",
+                      "--nodes", "100", "--workers", "2")
+    procs = {}
+    try:
+        wait_for(lambda: marks(marks_dir, "hung"), process, "the engine's quit")
+        procs = descendants(process.pid)
+        process.ctrl_c()
+        code, out, err = process.finish()
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert code == 130 and "Traceback" not in err, out + err
+    assert statuses(book, "refine search") == ["interrupted"]
