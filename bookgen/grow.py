@@ -28,7 +28,7 @@ from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
-                                 stop_on_interrupt)
+                                 stop_on_interrupt, uncounted_on_failure)
 from bookgen.store import DEFAULT_BOOK, Book, fault_point
 from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
 
@@ -235,12 +235,13 @@ def _run(store: Book, graph: BookGraph, walker: Any, backend: Any, summary: Grow
 def _record(store: Book, graph: BookGraph, result: ExpansionResult, ply: int | None,
             summary: GrowSummary) -> None:
     board = cshogi.Board(result.sfen)
-    summary.expansions += 1
-    summary.evaluations += result.evaluations
-    summary.eval_seconds += result.eval_seconds
-    with store.transaction():
-        graph.expand(store, board, ply if ply is not None else board.move_number,
-                     result.choices, result.value, result.win_rate, result.visits,
-                     summary.run_id)
-        _end_run(store, graph, summary, "running")
+    with uncounted_on_failure(summary, graph.written):
+        summary.expansions += 1
+        summary.evaluations += result.evaluations
+        summary.eval_seconds += result.eval_seconds
+        with store.transaction():
+            graph.expand(store, board, ply if ply is not None else board.move_number,
+                         result.choices, result.value, result.win_rate, result.visits,
+                         summary.run_id)
+            _end_run(store, graph, summary, "running")
     fault_point("grow-expanded")

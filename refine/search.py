@@ -59,7 +59,7 @@ from bookgen.errors import BookgenError
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
-                                 stop_on_interrupt)
+                                 stop_on_interrupt, uncounted_on_failure)
 from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
 from bookgen.usi import (SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info,
@@ -1227,21 +1227,22 @@ def _done_reason(summary: SearchSummary) -> str:
 
 
 def _record(store: Book, summary: SearchSummary, result: AnalysisResult) -> None:
-    summary.restarts += result.restarts
-    if result.ok:
-        summary.analysed += 1
-    else:
-        summary.failed += 1
-        summary.failed_positions.append(result.position_id)
-        summary.last_error = result.error
-    with store.transaction():
+    with uncounted_on_failure(summary):
+        summary.restarts += result.restarts
         if result.ok:
-            store.conn.execute(
-                "INSERT INTO analyses(position_id, run_id, engine, score, mate, bound, depth, "
-                "seldepth, nodes, bestmove, pv, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?, ?)",
-                (result.position_id, summary.run_id, summary.engine, result.score, result.mate,
-                 result.bound, result.depth, result.seldepth, result.nodes, result.bestmove,
-                 result.pv or None, now()))
-        store.end_run(summary.run_id, status="running", counts=_counts(summary))
+            summary.analysed += 1
+        else:
+            summary.failed += 1
+            summary.failed_positions.append(result.position_id)
+            summary.last_error = result.error
+        with store.transaction():
+            if result.ok:
+                store.conn.execute(
+                    "INSERT INTO analyses(position_id, run_id, engine, score, mate, bound, "
+                    "depth, seldepth, nodes, bestmove, pv, created_at) VALUES (?, ?, ?, ?, ?, "
+                    "?, ?, ?, ?, ?, ?, ?)",
+                    (result.position_id, summary.run_id, summary.engine, result.score,
+                     result.mate, result.bound, result.depth, result.seldepth, result.nodes,
+                     result.bestmove, result.pv or None, now()))
+            store.end_run(summary.run_id, status="running", counts=_counts(summary))
     fault_point("refine-search-recorded")

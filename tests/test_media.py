@@ -276,6 +276,43 @@ def test_a_full_disk_is_said_and_keeps_the_book(data, tmp_path, command):
     assert dump_book(after / "book.sqlite") == dump_book(data / "book.sqlite")
 
 
+# Long runs stopped by a full disk (found by benchmarks/fault_campaign.py): the
+# run's row counts what was committed, not the result whose commit failed.
+RUN_COUNTS = {
+    "grow": (["grow", "--positions", "2000", "--playouts", "20"], 400,
+             "SELECT json_extract(counts, '$.expansions'), (SELECT count(*) FROM positions "
+             "WHERE expanded_run = runs.id) FROM runs WHERE command = 'grow'"),
+    "refine-search": (["refine", "search", "--nodes", "100"], 64,
+                      "SELECT json_extract(counts, '$.analysed'), (SELECT count(*) FROM "
+                      "analyses WHERE run_id = runs.id) FROM runs "
+                      "WHERE command = 'refine search'"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(RUN_COUNTS))
+def test_a_full_disk_leaves_true_counts_in_the_run(data, tmp_path, command):
+    args, room_kib, counts_sql = RUN_COUNTS[command]
+    d = tmp_path / "disk"
+    d.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    size_kib = (data / "book.sqlite").stat().st_size // 1024 + room_kib + 8
+    run_script([f"mount -t tmpfs -o size={size_kib}k tmpfs {d}",
+                f"cp {data / 'book.sqlite'} {d}/",
+                record(command, [*args, "-b", d / "book.sqlite"], out),
+                f"cp {d}/book.sqlite* {out}/"], own_mounts())  # with its -wal
+    rc, err = outcome(out, command)
+    assert rc == 2 and "disk full while writing" in err, err
+    conn = sqlite3.connect(out / "book.sqlite")
+    try:
+        (counted, committed), = conn.execute(counts_sql).fetchall()
+        status = conn.execute("SELECT status FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    finally:
+        conn.close()
+    assert committed > 0 and counted == committed, (counted, committed)
+    assert status == ("failed",)
+
+
 # --------------------------------------------------------------------------
 # files left behind
 
