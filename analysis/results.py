@@ -154,7 +154,8 @@ class ResultsFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         check_writable(self.path)
-        existed = self.path.exists() and self.path.stat().st_size > 0
+        created = not self.path.exists()
+        existed = not created and self.path.stat().st_size > 0
         self.db = connect(self.path, timeout=30, isolation_level=None,
                           kept=lambda: "the games finished before are kept")
         try:
@@ -165,16 +166,17 @@ class ResultsFile:
             self.db.execute("PRAGMA synchronous=NORMAL")
             if not existed:
                 self._create()
-        except StorageError as error:
+        except BaseException as error:
             self.db.close()
-            if error.code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-                raise BookgenError(f"{self.path}: not a results file ({error.detail})") from None
-            raise
-        except sqlite3.DatabaseError as error:
-            self.db.close()
-            raise BookgenError(f"{self.path}: not a results file ({error})") from None
-        except BookgenError:
-            self.db.close()
+            if created:  # a half-made file (a full disk) would be refused by the next run
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+            if isinstance(error, StorageError):
+                if error.code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                    raise BookgenError(f"{self.path}: not a results file "
+                                       f"({error.detail})") from None
+            elif isinstance(error, sqlite3.DatabaseError):
+                raise BookgenError(f"{self.path}: not a results file ({error})") from None
             raise
 
     def _create(self) -> None:

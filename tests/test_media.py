@@ -313,6 +313,30 @@ def test_a_full_disk_leaves_true_counts_in_the_run(data, tmp_path, command):
     assert status == ("failed",)
 
 
+def test_a_match_that_cannot_create_its_results_file_leaves_none(data, tmp_path):
+    """A full disk while a new results file is being set up: the match fails
+    with one line and leaves no half-made file behind, so that the same command
+    works once there is room (found by benchmarks/fault_campaign.py)."""
+    d = tmp_path / "disk"
+    d.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    match = ["match", "--engine", "a=builtin", "--engine", "b=builtin", "--option",
+             "a:nodes=30", "--option", "b:nodes=60", "--openings", data / "openings.txt",
+             "--games", "2", "--nodes", "1", "--max-ply", "40", "-o", d / "results.sqlite"]
+    run_script([f"mount -t tmpfs -o size=12k tmpfs {d}",
+                record("full", match, out),
+                f"ls -a {d} > {out}/listing",
+                f"mount -o remount,size=4096k {d}",
+                record("again", match, out)], own_mounts())
+    rc, err = outcome(out, "full")
+    assert (rc, err) == (2, f"bookgen: error: disk full while writing {d / 'results.sqlite'}; "
+                            "the games finished before are kept\n")
+    assert (out / "listing").read_text().split() == [".", ".."]
+    rc, err = outcome(out, "again")
+    assert rc == 0, err
+
+
 # --------------------------------------------------------------------------
 # files left behind
 
