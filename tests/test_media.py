@@ -189,6 +189,29 @@ def test_read_only_books_are_read_and_refused_for_writing(data, tmp_path, medium
     assert {name: digest(d / name) for name in files_in(d)} == before
 
 
+def test_train_refuses_a_read_only_output_before_training(data, tmp_path):
+    """Training takes minutes: an output it could not write is said at once
+    (found by benchmarks/fault_campaign.py: it trained, then failed to save)."""
+    games = tmp_path / "games.hcpe"
+    done = run_bookgen_process("selfplay", "--starts", data / "openings.txt", "--games", "1",
+                               "-o", games, "--playouts", "2", "--max-ply", "20")
+    assert done.returncode == 0, done.stderr
+    d = tmp_path / "ro"
+    d.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    d.chmod(0o555)
+    try:
+        run_script([record("train", ["train", "--data", games, "-o", d / "model.pt",
+                                     "--blocks", "1", "--channels", "8"], out)],
+                   unprivileged())
+    finally:
+        d.chmod(0o755)
+    assert outcome(out, "train") == (
+        2, f"bookgen: error: {d / 'model.pt'}: read-only directory {d}, cannot write\n")
+
+
 # --------------------------------------------------------------------------
 # full disks
 
