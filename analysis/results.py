@@ -30,7 +30,7 @@ from typing import Any
 
 from bookgen.errors import BookgenError
 from bookgen.files import check_writable
-from bookgen.store import StorageError, connect, connect_readonly
+from bookgen.store import StorageError, close_writer, connect, connect_readonly
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "Game", "ResultsFile", "load_games", "read_pgn",
            "recorded_sprts", "write_pgn_game"]
@@ -215,7 +215,7 @@ class ResultsFile:
         return self._Transaction(self.db)
 
     def close(self) -> None:
-        self.db.close()
+        close_writer(self.db, self.path)
 
     def __enter__(self) -> ResultsFile:
         return self

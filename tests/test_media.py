@@ -360,6 +360,40 @@ def test_a_match_that_cannot_create_its_results_file_leaves_none(data, tmp_path)
     assert rc == 0, err
 
 
+def test_a_disk_too_full_to_fold_the_log_in_is_said(data, tmp_path):
+    """An import that commits but leaves no room to fold SQLite's write-ahead log
+    into the book (found by benchmarks/fault_campaign.py: exit 0 and a book in
+    three files, silently): it says so; nothing is lost, and the next command
+    with room leaves one file again."""
+    d = tmp_path / "disk"
+    d.mkdir()
+    out = tmp_path / "out"
+    (out / "after").mkdir(parents=True)
+    book = d / "book.sqlite"
+    size_kib = (data / "book.sqlite").stat().st_size // 1024 + 1600 + 8
+    run_script([f"mount -t tmpfs -o size={size_kib}k tmpfs {d}",
+                f"cp {data / 'book.sqlite'} {d}/",
+                record("import", ["import", data / "big.db", "-b", book], out),
+                f"ls -a {d} > {out}/listing",
+                f"mount -o remount,size={size_kib + 4096}k {d}",
+                record("stats", ["stats", "-b", book], out),
+                f"ls -a {d} > {out}/listing-after",
+                f"cp {d}/* {out}/after/"], own_mounts())
+    rc, err = outcome(out, "import")
+    assert (rc, err.splitlines()[-1:]) == (0, [
+        f"bookgen: warning: disk full: the last changes to {book} stay in book.sqlite-wal "
+        "until there is room to fold them in; keep the files together"]), err
+    assert (out / "listing").read_text().split() == [
+        ".", "..", "book.sqlite", "book.sqlite-shm", "book.sqlite-wal"]
+    assert outcome(out, "stats")[0] == 0
+    assert (out / "listing-after").read_text().split() == [".", "..", "book.sqlite"]
+    reference = tmp_path / "reference.sqlite"
+    shutil.copyfile(data / "book.sqlite", reference)
+    done = run_bookgen_process("import", data / "big.db", "-b", reference)
+    assert done.returncode == 0, done.stderr
+    assert dump_book(out / "after" / "book.sqlite")["moves"] == dump_book(reference)["moves"]
+
+
 # --------------------------------------------------------------------------
 # files left behind
 
