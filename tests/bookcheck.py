@@ -76,3 +76,18 @@ def repeated_analyses(book: str | Path) -> list[tuple[int, str, int]]:
             "GROUP BY a.position_id, k HAVING count(*) > 1").fetchall()
     finally:
         conn.close()
+
+
+def analysis_mismatches(book: str | Path) -> list[tuple[int, int, int]]:
+    """(run, analyses it counted, analyses it holds) of every ``refine search`` run
+    where the two differ (each analysis commits with its run's counters)."""
+    conn = _connect(book)
+    try:
+        rows = conn.execute(
+            "SELECT id, json_extract(counts, '$.analysed'), "
+            "(SELECT count(*) FROM analyses WHERE run_id = runs.id) "
+            "FROM runs WHERE command = 'refine search' ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    return [(run_id, counted or 0, held) for run_id, counted, held in rows
+            if (counted or 0) != held]
