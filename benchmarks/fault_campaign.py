@@ -576,7 +576,8 @@ class Campaign:
                 interrupted = sig == signal.SIGINT and first.rc == 130
                 if interrupted and "interrupted" not in first.out + first.err:
                     tally.fail("exits", where, f"exit 130 without saying so: {tail(first.err)}")
-                check_leftovers(tally, where, run_dir, clean=first.rc == 0)
+                if sig == signal.SIGINT:  # (kill -9 may leave .tmp files: the rerun removes them)
+                    check_leftovers(tally, where, run_dir, clean=first.rc == 0)
                 corrupt(tally, where + " after the signal",
                         self.check_state(variant, run_dir, base_run, False, interrupted))
                 rerun = run(argv, run_dir)
