@@ -146,16 +146,19 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             summary.stop_reason = f"evaluator failed: {error}"
             raise BookgenError(f"evaluator {evaluator}: {error}") from None
         finally:
-            if backend is not None:
-                if abandon:
-                    backend.terminate()
-                else:
-                    backend.close()
-            summary.status = status
-            summary.positions = store.count_positions()
-            summary.moves = store.count_moves()
-            with store.transaction():
-                _end_run(store, graph, summary, status)
+            # A Ctrl-C now waits for these last steps (seconds: engines that do not
+            # quit are killed after their grace), so that the run's row is written.
+            with stop_on_interrupt():
+                if backend is not None:
+                    if abandon:
+                        backend.terminate()
+                    else:
+                        backend.close()
+                summary.status = status
+                summary.positions = store.count_positions()
+                summary.moves = store.count_moves()
+                with store.transaction():
+                    _end_run(store, graph, summary, status)
         return summary
     finally:
         store.close()

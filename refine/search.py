@@ -1132,16 +1132,19 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
             summary.stop_reason = str(error)
             raise
         finally:
-            if backend is not None:
-                if abandon:
-                    backend.terminate()
-                else:
-                    backend.close()
-                backend = None
-            summary.status = status
-            summary.seconds = time.perf_counter() - start
-            with store.transaction():
-                store.end_run(summary.run_id, status=status, counts=_counts(summary))
+            # A Ctrl-C now waits for these last steps (seconds: engines that do not
+            # quit are killed after their grace), so that the run's row is written.
+            with stop_on_interrupt():
+                if backend is not None:
+                    if abandon:
+                        backend.terminate()
+                    else:
+                        backend.close()
+                    backend = None
+                summary.status = status
+                summary.seconds = time.perf_counter() - start
+                with store.transaction():
+                    store.end_run(summary.run_id, status=status, counts=_counts(summary))
         return summary
     finally:
         if backend is not None:

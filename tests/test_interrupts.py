@@ -461,3 +461,36 @@ def test_ctrl_c_while_refine_search_closes_its_first_engine_marks_the_run_interr
         stop_all(process, procs)
     assert code == 130 and "Traceback" not in err, out + err
     assert statuses(book, "refine search") == ["interrupted"]
+
+
+@pytest.mark.parametrize("command", ["grow", "refine search"])
+def test_ctrl_c_while_the_engine_shuts_down_leaves_the_run_finished(small_book, tmp_path,
+                                                                   command):
+    """A Ctrl-C once the work is done, while the run closes its engine (one that
+    ignores quit: killed after its grace), waits for that: the run's row is
+    written (done), not left running (found by the fault campaign with refine
+    search --workers 2, whose workers shut down then)."""
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    engine = fake_engine("--multipv", "--hang-on-quit", "--mark-dir", marks_dir)
+    if command == "grow":  # grow checks its engine first (it quits), then runs with another
+        args, quits = ["grow", "-b", book, "--evaluator", f"usi:{engine}", "--positions",
+                       "2"], 2
+    else:
+        args, quits = ["refine", "search", "-b", book, "--engine", f"usi:{engine}",
+                       "--limit", "2"], 1
+    process = Bookgen(tmp_path, *args, "--nodes", "100")
+    procs = {}
+    try:
+        wait_for(lambda: len(marks(marks_dir, "hung")) >= quits, process,
+                 "the run's engine ignoring quit")
+        procs = descendants(process.pid)
+        process.ctrl_c()
+        code, out, err = process.finish()
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert code == 0 and "Traceback" not in err, out + err
+    assert statuses(book, command) == (["done", "done"] if command == "grow" else ["done"])
