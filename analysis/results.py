@@ -30,7 +30,7 @@ from typing import Any
 
 from bookgen.errors import BookgenError
 from bookgen.files import check_writable
-from bookgen.store import StorageError, connect, connect_readonly
+from bookgen.store import StorageError, close_writer, connect, connect_readonly
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "Game", "ResultsFile", "load_games", "read_pgn",
            "recorded_sprts", "write_pgn_game"]
@@ -154,7 +154,8 @@ class ResultsFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         check_writable(self.path)
-        existed = self.path.exists() and self.path.stat().st_size > 0
+        created = not self.path.exists()
+        existed = not created and self.path.stat().st_size > 0
         self.db = connect(self.path, timeout=30, isolation_level=None,
                           kept=lambda: "the games finished before are kept")
         try:
@@ -165,16 +166,17 @@ class ResultsFile:
             self.db.execute("PRAGMA synchronous=NORMAL")
             if not existed:
                 self._create()
-        except StorageError as error:
+        except BaseException as error:
             self.db.close()
-            if error.code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-                raise BookgenError(f"{self.path}: not a results file ({error.detail})") from None
-            raise
-        except sqlite3.DatabaseError as error:
-            self.db.close()
-            raise BookgenError(f"{self.path}: not a results file ({error})") from None
-        except BookgenError:
-            self.db.close()
+            if created:  # a half-made file (a full disk) would be refused by the next run
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+            if isinstance(error, StorageError):
+                if error.code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                    raise BookgenError(f"{self.path}: not a results file "
+                                       f"({error.detail})") from None
+            elif isinstance(error, sqlite3.DatabaseError):
+                raise BookgenError(f"{self.path}: not a results file ({error})") from None
             raise
 
     def _create(self) -> None:
@@ -213,7 +215,7 @@ class ResultsFile:
         return self._Transaction(self.db)
 
     def close(self) -> None:
-        self.db.close()
+        close_writer(self.db, self.path)
 
     def __enter__(self) -> ResultsFile:
         return self

@@ -1,5 +1,18 @@
-"""``python -m bookgen``: the same as the ``bookgen`` command."""
+"""``python -m bookgen`` and the ``bookgen`` command (the entry point of both).
 
-from bookgen.cli import main
+A Ctrl-C while the command line loads exits quietly with code 130
+(:mod:`bookgen.startup`); then :func:`bookgen.cli.main` runs.
+"""
 
-main()
+from bookgen.startup import quit_on_ctrl_c
+
+
+def main() -> None:
+    quit_on_ctrl_c()
+    from bookgen.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,11 @@ exit code 2; Ctrl-C exits with 130 after the command has cleaned up.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # python -m bookgen.cli: see bookgen.startup
+    from bookgen.startup import quit_on_ctrl_c
+
+    quit_on_ctrl_c()
+
 import json
 from typing import Any
 

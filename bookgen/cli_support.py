@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from bookgen.errors import BookgenError
+from bookgen.startup import INTERRUPTED_EXIT, command_started
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,15 +32,15 @@ DEFAULT_TIMEOUT_HELP = (
 """The defaults of ``--engine-timeout`` (:func:`bookgen.usi.default_search_timeout`)."""
 
 ERROR_EXIT = 2
-INTERRUPTED_EXIT = 130
-"""The exit code of every command stopped by Ctrl-C (128 + SIGINT, as shells use)."""
 
 
 def reports_errors(function: F) -> F:
-    """Turn library errors into a one-line message and exit code 2; Ctrl-C into 130."""
+    """Turn library errors into a one-line message and exit code 2; Ctrl-C into 130
+    (from here on a ``KeyboardInterrupt``: see :mod:`bookgen.startup`)."""
 
     @wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        command_started()
         try:
             return function(*args, **kwargs)
         except BookgenError as error:

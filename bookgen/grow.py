@@ -29,7 +29,7 @@ from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
-                                 stop_on_interrupt)
+                                 stop_on_interrupt, uncounted_on_failure)
 from bookgen.store import DEFAULT_BOOK, Book, fault_point
 from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
 
@@ -131,30 +131,36 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             run_id = store.begin_run("grow", params, evaluator=evaluator)
             store.end_run(run_id, status="running", counts={"pid": os.getpid()})
         summary = GrowSummary(str(book), run_id, "running")
-        rng = random.Random(seed)
-        walker = make_strategy(strategy, graph, root_boards, limits, rng)
-        try:
-            backend = make_backend(evaluator, options, settings, workers)
-        except EvaluatorError as error:
-            raise BookgenError(f"evaluator {evaluator}: {error}") from None
         status = "failed"
+        abandon = True  # on errors and Ctrl-C: do not wait for the workers' expansions
+        backend = None
         try:
+            walker = make_strategy(strategy, graph, root_boards, limits, random.Random(seed))
+            backend = make_backend(evaluator, options, settings, workers)
             with stop_on_interrupt() as stop:
                 status = _run(store, graph, walker, backend, summary, stop, trials, positions,
                               seconds, progress)
+            abandon = False
+        except KeyboardInterrupt:  # before the run could take Ctrl-C over (engines starting)
+            status, summary.stop_reason = "interrupted", "Ctrl-C"
+            raise
         except EvaluatorError as error:
             summary.stop_reason = f"evaluator failed: {error}"
             raise BookgenError(f"evaluator {evaluator}: {error}") from None
         finally:
-            if status == "failed":
-                backend.terminate()  # do not wait for the other workers' expansions
-            else:
-                backend.close()
-            summary.status = status
-            summary.positions = store.count_positions()
-            summary.moves = store.count_moves()
-            with store.transaction():
-                _end_run(store, graph, summary, status)
+            # A Ctrl-C now waits for these last steps (seconds: engines that do not
+            # quit are killed after their grace), so that the run's row is written.
+            with stop_on_interrupt():
+                if backend is not None:
+                    if abandon:
+                        backend.terminate()
+                    else:
+                        backend.close()
+                summary.status = status
+                summary.positions = store.count_positions()
+                summary.moves = store.count_moves()
+                with store.transaction():
+                    _end_run(store, graph, summary, status)
         return summary
     finally:
         store.close()
@@ -234,12 +240,13 @@ def _run(store: Book, graph: BookGraph, walker: Any, backend: Any, summary: Grow
 def _record(store: Book, graph: BookGraph, result: ExpansionResult, ply: int | None,
             summary: GrowSummary) -> None:
     board = cshogi.Board(result.sfen)
-    summary.expansions += 1
-    summary.evaluations += result.evaluations
-    summary.eval_seconds += result.eval_seconds
-    with store.transaction():
-        graph.expand(store, board, ply if ply is not None else board.move_number,
-                     result.choices, result.value, result.win_rate, result.visits,
-                     summary.run_id)
-        _end_run(store, graph, summary, "running")
+    with uncounted_on_failure(summary, graph.written):
+        summary.expansions += 1
+        summary.evaluations += result.evaluations
+        summary.eval_seconds += result.eval_seconds
+        with store.transaction():
+            graph.expand(store, board, ply if ply is not None else board.move_number,
+                         result.choices, result.value, result.win_rate, result.visits,
+                         summary.run_id)
+            _end_run(store, graph, summary, "running")
     fault_point("grow-expanded")

@@ -17,6 +17,7 @@ its next wait.
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import threading
@@ -28,7 +29,7 @@ from bookgen.store import Book
 from bookgen.workers import TaskRunner
 
 __all__ = ["Interrupted", "RunStop", "collect_or_abandon", "in_flight",
-           "mark_dead_runs", "stop_on_interrupt"]
+           "mark_dead_runs", "stop_on_interrupt", "uncounted_on_failure"]
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -130,3 +131,19 @@ def mark_dead_runs(book: Book) -> int:
         with book.transaction():
             book.conn.executemany("UPDATE runs SET status = 'interrupted' WHERE id = ?", dead)
     return len(dead)
+
+
+@contextmanager
+def uncounted_on_failure(*counters: object) -> Iterator[None]:
+    """For recording one result: the run's counters (dataclass instances) are
+    updated in the block and written in the same transaction as the result.
+    If the block raises (a full disk: the transaction rolled back), they get
+    their values back, so that the run's last row does not count work that
+    was not committed."""
+    saved = [copy.deepcopy(vars(counter)) for counter in counters]
+    try:
+        yield
+    except BaseException:
+        for counter, values in zip(counters, saved):
+            vars(counter).update(values)
+        raise

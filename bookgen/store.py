@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -80,10 +81,12 @@ class StorageError(BookgenError, sqlite3.OperationalError):
     result code (0 when the failure was found before SQLite saw it),
     ``detail`` SQLite's own message."""
 
-    def __init__(self, message: str, code: int = 0, detail: str = "") -> None:
+    def __init__(self, message: str, code: int = 0, detail: str = "",
+                 disk_full: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.detail = detail
+        self.disk_full = disk_full
 
 
 _UNREADABLE = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
@@ -100,7 +103,7 @@ def sqlite_error(path: str | os.PathLike[str], error: sqlite3.Error,
         return StorageError(message, code, str(error))
 
     if code == sqlite3.SQLITE_FULL or (code == sqlite3.SQLITE_IOERR and disk_nearly_full(path)):
-        return failure(disk_full_message(path, kept))
+        return StorageError(disk_full_message(path, kept), code, str(error), disk_full=True)
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR):
         reason = unwritable_reason(path)
         if reason is not None:
@@ -123,6 +126,7 @@ class Connection(sqlite3.Connection):
 
     path: Path
     kept: Callable[[], str] = staticmethod(lambda: "the file is unchanged")
+    disk_full_said = False  # a write failed with "disk full" (an error said so)
 
     def _call(self, method: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -131,6 +135,7 @@ class Connection(sqlite3.Connection):
             mapped = sqlite_error(getattr(self, "path", "database"), error, self.kept())
             if mapped is None:
                 raise
+            self.disk_full_said = self.disk_full_said or mapped.disk_full
             raise mapped from None
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
@@ -157,6 +162,26 @@ def connect(path: str | os.PathLike[str], uri: str | None = None,
     if kept is not None:
         conn.kept = kept
     return conn
+
+
+def close_writer(conn: Connection, path: Path) -> None:
+    """Close a connection that wrote ``path``, folding the write-ahead log into
+    the file first (SQLite does that on the last close, and removes the
+    ``-wal``/``-shm`` files). On a disk too full for that, the committed
+    changes stay in ``NAME-wal`` beside the file, where SQLite reads them and
+    the next writer with room folds them in: this says so, in one line on
+    stderr, since the file alone is then not the whole book (unless an error
+    about the full disk was raised already)."""
+    said = conn.disk_full_said
+    try:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except StorageError as error:
+        if error.disk_full and not said:
+            print(f"bookgen: warning: disk full: the last changes to {path} stay in "
+                  f"{path.name}-wal until there is room to fold them in; keep the files "
+                  "together", file=sys.stderr)
+    finally:
+        conn.close()
 
 
 def _clean_wal(path: Path) -> bool:
@@ -409,9 +434,13 @@ class Book:
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints and removes the
-        ``-wal``/``-shm`` files), then give back the writer lock."""
+        ``-wal``/``-shm`` files; see :func:`close_writer`), then give back the
+        writer lock."""
         try:
-            self.conn.close()
+            if self._lock is not None:
+                close_writer(self.conn, self.path)
+            else:
+                self.conn.close()
         finally:
             self._release()
 
@@ -428,7 +457,10 @@ class Book:
             except sqlite3.Error:
                 pass
         try:
-            self.conn.close()
+            if unused:
+                self.conn.close()
+            else:
+                close_writer(self.conn, self.path)
             if unused:  # still under the lock: no other writer has it open
                 for suffix in ("", "-wal", "-shm", "-journal"):
                     Path(str(self.path) + suffix).unlink(missing_ok=True)

@@ -5,7 +5,11 @@ of a hang. :class:`LocalRunner` and :class:`PoolRunner` put one task function
 behind the same submit/collect interface, in this process or in a pool.
 
 Workers ignore SIGINT (the terminal sends Ctrl-C to the whole process group;
-the main process decides what to stop) and die with the main process, even
+the main process decides what to stop) from their first instruction on: SIGINT
+is blocked while a worker is spawned, so that the new interpreter starts with it
+blocked and unblocks it only once it ignores it (as :mod:`multiprocessing`'s
+resource tracker does); a Ctrl-C while a worker starts up cannot make it print
+a ``KeyboardInterrupt`` traceback. Workers die with the main process, even
 after ``kill -9`` (:mod:`bookgen.children`); their engines die with them. A
 worker whose parent is gone exits quietly, without a traceback.
 """
@@ -26,11 +30,23 @@ T = TypeVar("T")
 
 
 class _WorkerProcess(SpawnProcess):
-    """A spawned worker that dies with its parent and never outlives it noisily."""
+    """A spawned worker that ignores Ctrl-C, dies with its parent and never outlives
+    it noisily."""
+
+    def start(self) -> None:
+        # The signal mask survives fork and exec: the worker starts with SIGINT
+        # blocked. Here a Ctrl-C meanwhile is only delayed (another thread takes it,
+        # or it waits until the mask is restored).
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            super().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def run(self) -> None:
         parent = self._parent_pid  # type: ignore[attr-defined]
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards a Ctrl-C held back
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         die_with_parent(parent)
         try:
             super().run()

@@ -60,7 +60,7 @@ from bookgen.lock import writing
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
-                                 stop_on_interrupt)
+                                 stop_on_interrupt, uncounted_on_failure)
 from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
 from bookgen.usi import (SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info,
@@ -1109,6 +1109,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
             summary.run_id = store.begin_run("refine search", params, evaluator=settings.spec)
             store.end_run(summary.run_id, status="running", counts=_counts(summary))
         status = "failed"
+        abandon = True  # on errors and Ctrl-C: do not wait for the workers' searches
         start = time.perf_counter()
         try:
             if not todo:
@@ -1127,6 +1128,10 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
                     analyser = None
                 with stop_on_interrupt() as stop:
                     status = _run(store, index, todo, backend, summary, stop, start, progress)
+            abandon = False
+        except KeyboardInterrupt:  # before the run could take Ctrl-C over
+            status, summary.stop_reason = "interrupted", "Ctrl-C"
+            raise
         except BrokenProcessPool as error:
             summary.stop_reason = f"a worker process died: {error}"
             raise BookgenError(f"refine search: {summary.stop_reason}") from None
@@ -1134,16 +1139,19 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
             summary.stop_reason = str(error)
             raise
         finally:
-            if backend is not None:
-                if status == "failed":
-                    backend.terminate()  # do not wait for the other workers' searches
-                else:
-                    backend.close()
-                backend = None
-            summary.status = status
-            summary.seconds = time.perf_counter() - start
-            with store.transaction():
-                store.end_run(summary.run_id, status=status, counts=_counts(summary))
+            # A Ctrl-C now waits for these last steps (seconds: engines that do not
+            # quit are killed after their grace), so that the run's row is written.
+            with stop_on_interrupt():
+                if backend is not None:
+                    if abandon:
+                        backend.terminate()
+                    else:
+                        backend.close()
+                    backend = None
+                summary.status = status
+                summary.seconds = time.perf_counter() - start
+                with store.transaction():
+                    store.end_run(summary.run_id, status=status, counts=_counts(summary))
         return summary
     finally:
         if backend is not None:
@@ -1229,21 +1237,22 @@ def _done_reason(summary: SearchSummary) -> str:
 
 
 def _record(store: Book, summary: SearchSummary, result: AnalysisResult) -> None:
-    summary.restarts += result.restarts
-    if result.ok:
-        summary.analysed += 1
-    else:
-        summary.failed += 1
-        summary.failed_positions.append(result.position_id)
-        summary.last_error = result.error
-    with store.transaction():
+    with uncounted_on_failure(summary):
+        summary.restarts += result.restarts
         if result.ok:
-            store.conn.execute(
-                "INSERT INTO analyses(position_id, run_id, engine, score, mate, bound, depth, "
-                "seldepth, nodes, bestmove, pv, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?, ?)",
-                (result.position_id, summary.run_id, summary.engine, result.score, result.mate,
-                 result.bound, result.depth, result.seldepth, result.nodes, result.bestmove,
-                 result.pv or None, now()))
-        store.end_run(summary.run_id, status="running", counts=_counts(summary))
+            summary.analysed += 1
+        else:
+            summary.failed += 1
+            summary.failed_positions.append(result.position_id)
+            summary.last_error = result.error
+        with store.transaction():
+            if result.ok:
+                store.conn.execute(
+                    "INSERT INTO analyses(position_id, run_id, engine, score, mate, bound, "
+                    "depth, seldepth, nodes, bestmove, pv, created_at) VALUES (?, ?, ?, ?, ?, "
+                    "?, ?, ?, ?, ?, ?, ?)",
+                    (result.position_id, summary.run_id, summary.engine, result.score,
+                     result.mate, result.bound, result.depth, result.seldepth, result.nodes,
+                     result.bestmove, result.pv or None, now()))
+            store.end_run(summary.run_id, status="running", counts=_counts(summary))
     fault_point("refine-search-recorded")

@@ -48,6 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from bookgen.errors import BookgenError
+from bookgen.files import check_writable
 from bookgen.formats.hcp import read_hcpe
 from bookgen.network import (DEFAULT_BLOCKS, DEFAULT_CHANNELS, FEATURES1_NUM, FEATURES2_NUM,
                              PolicyValueNetwork, load_model, parameter_count, save_model)
@@ -220,10 +221,7 @@ class TrainSummary:
 
 
 def _check_output(output: Path, init: Path | None, force: bool) -> None:
-    if output.is_dir():
-        raise BookgenError(f"{output}: is a directory")
-    if not output.parent.is_dir():
-        raise BookgenError(f"{output}: directory {output.parent} does not exist")
+    check_writable(output)  # a read-only directory is said before training, not after
     same_as_init = init is not None and output.exists() and init.exists() and \
         output.resolve() == init.resolve()
     if output.exists() and not (force or same_as_init):

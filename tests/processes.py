@@ -10,6 +10,7 @@ time.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -67,6 +68,36 @@ def descendants(pid: int) -> dict[Proc, str]:
         found[(current, stat[2])] = _cmdline(current)
         todo += children.get(current, [])
     return found
+
+
+# What runs before bookgen can take over Ctrl-C (bookgen.startup): the
+# interpreter's own start-up, then the entry points' first imports.
+_ENTRY_FILES = ("bookgen/__init__.py", "bookgen/__main__.py", "bookgen/startup.py")
+_ENTRY_LINES = ("from bookgen.startup import quit_on_ctrl_c", "quit_on_ctrl_c()")
+_FRAME = re.compile(r'^  File "([^"]+)", line \d+, in .*\n(?:    (.*)\n)?', re.MULTILINE)
+
+
+def interrupted_before_bookgen(stderr: str) -> bool:
+    """True when ``stderr`` is that of a Ctrl-C that reached the interpreter
+    before bookgen's code ran (a few tens of milliseconds after exec): Python's
+    own "Fatal Python error: init_...", or a ``KeyboardInterrupt`` traceback (or
+    "Exception ignored" report) in which no project file but the entry points'
+    first imports appears. No program can take over Ctrl-C before it runs; the
+    tests and the fault campaign tell this apart from bookgen's own tracebacks."""
+    if not stderr.rstrip().rstrip(":").endswith("KeyboardInterrupt"):
+        return False
+    if "Fatal Python error: init_" in stderr:
+        return True
+    for path, line in _FRAME.findall(stderr):
+        try:
+            relative = Path(path).relative_to(ROOT).as_posix()
+        except ValueError:
+            continue  # the standard library, site-packages, <frozen ...>
+        if relative.startswith(".venv/"):
+            continue  # the console script
+        if relative not in _ENTRY_FILES and line.strip() not in _ENTRY_LINES:
+            return False
+    return True
 
 
 def alive(proc: Proc) -> bool:

@@ -13,17 +13,19 @@ engines appear in the process tree: never after a guessed delay.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from bookgen.grow import grow
-from conftest import ROOT, integrity_ok
-from processes import (Bookgen, assert_all_gone, descendants, fake_engine, marks, stop_all,
-                       wait_for)
+from conftest import PYTHON, ROOT, integrity_ok
+from processes import (DEADLINE, Bookgen, assert_all_gone, descendants, fake_engine,
+                       interrupted_before_bookgen, marks, stop_all, wait_for)
 
 FAIRY = "/usr/games/fairy-stockfish"
 STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d"]
@@ -306,3 +308,189 @@ def test_the_helpers_find_engines_in_their_own_sessions(tmp_path):
         assert str(ROOT / "tests" / "fake_engines") in " ".join(procs.values())
     finally:
         stop_all(process, procs)
+
+
+# --------------------------------------------------------------------------
+# Ctrl-C while processes start up (found by benchmarks/fault_campaign.py)
+
+STARTING_WORKER_SCRIPT = """
+import os, signal, sys, time
+from pathlib import Path
+
+marks = Path(sys.argv[1])
+if __name__ == "__mp_main__":  # a spawned worker imports this while it starts up
+    (marks / f"worker-starting-{os.getpid()}").touch()
+    while not (marks / "go-on").exists():
+        time.sleep(0.01)
+
+
+def square(x):
+    return x * x
+
+
+def nothing():
+    pass
+
+
+if __name__ == "__main__":
+    from bookgen.workers import PoolRunner
+
+    signal.signal(signal.SIGINT, lambda *_: (marks / "parent-got-ctrl-c").touch())
+    runner = PoolRunner(1, square, nothing, ())
+    runner.submit(7)
+    print(runner.collect(), flush=True)
+    runner.close()
+"""
+
+
+def test_ctrl_c_while_a_worker_starts_up_prints_no_traceback(tmp_path):
+    """The terminal's Ctrl-C reaches a worker that is still starting (importing
+    the main module, before it could ignore SIGINT): it neither dies nor prints
+    a KeyboardInterrupt traceback, and does its work."""
+    script = tmp_path / "pool.py"
+    script.write_text(STARTING_WORKER_SCRIPT)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        process = subprocess.Popen([PYTHON, str(script), str(marks_dir)], cwd=str(ROOT),
+                                   stdout=stdout, stderr=stderr, start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                    signal.SIG_DFL))
+    procs = {}
+    try:
+        wait_for(lambda: list(marks_dir.glob("worker-starting-*")), process,
+                 "a starting worker")
+        procs = descendants(process.pid)
+        os.killpg(process.pid, signal.SIGINT)  # the whole group, as the terminal does
+        wait_for(lambda: (marks_dir / "parent-got-ctrl-c").exists(), process,
+                 "the Ctrl-C in the parent")
+        (marks_dir / "go-on").touch()
+        code = process.wait(timeout=DEADLINE)
+    finally:
+        stop_all(process, procs)
+    assert "Traceback" not in err.read_text(), err.read_text()
+    assert (code, out.read_text()) == (0, "[49]\n"), err.read_text()
+
+
+ENTRY_POINTS = {"python -m bookgen.cli": [PYTHON, "-m", "bookgen.cli"],
+                "bookgen": [str(ROOT / ".venv" / "bin" / "bookgen")],
+                "python -m bookgen": [PYTHON, "-m", "bookgen"]}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_ctrl_c_while_the_command_line_starts_exits_130_quietly(small_book, tmp_path, entry):
+    """Ctrl-C at every moment of a short command, start-up included (importing
+    numpy and cshogi, parsing the options): exit code 130 and one line, or 0
+    when the command was done; never a traceback, an ImportError or "Aborted!".
+    Python may also end by SIGINT itself (its start-up before any bookgen code
+    runs, its shutdown after the command is done), silently or with its own
+    start-up message, as any Python program: the shell shows exit code 130 for
+    that too."""
+    if not os.access(ENTRY_POINTS[entry][0], os.X_OK):
+        pytest.fail(f"{ENTRY_POINTS[entry][0]} is missing: run 'make .venv/.installed'")
+    codes = []
+    for step in range(30):
+        out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        with open(out, "w") as stdout, open(err, "w") as stderr:
+            process = subprocess.Popen(
+                [*ENTRY_POINTS[entry], "stats", "-b", small_book], cwd=str(tmp_path),
+                stdout=stdout, stderr=stderr, start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            process.wait(timeout=step * 0.02)  # the moment of this Ctrl-C
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=DEADLINE)
+        text = err.read_text()
+        if interrupted_before_bookgen(text):
+            continue  # the interpreter's start-up
+        assert code in (0, 130, -signal.SIGINT) and "Traceback" not in text, (step, code, text)
+        assert text in ("", "bookgen: interrupted\n"), (step, code, text)
+        codes.append(code)
+    assert 130 in codes  # (not vacuous: Ctrl-Cs came while bookgen ran)
+
+
+def test_ctrl_c_while_grow_starts_its_engine_marks_the_run_interrupted(small_book, tmp_path):
+    """Ctrl-C after grow wrote its run row but before the run took Ctrl-C over
+    (its engine starting): exit code 130, the run marked interrupted (not left
+    running), the engine gone."""
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    # The engine answers bookgen's check before the book is opened, then hangs
+    # when grow starts it for the run.
+    engine = fake_engine("--multipv", "--first-start-only", tmp_path / "started-once",
+                         "--mark-dir", marks_dir)
+    process = Bookgen(tmp_path, "grow", "-b", book, "--evaluator", f"usi:{engine}",
+                      "--nodes", "100", "--positions", "3")
+    procs = {}
+    try:
+        wait_for(lambda: marks(marks_dir, "hung"), process, "the engine's start")
+        procs = descendants(process.pid)
+        process.ctrl_c()
+        code, out, err = process.finish()
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert code == 130 and "Traceback" not in err, out + err
+    assert statuses(book, "grow") == ["done", "interrupted"]
+
+
+def test_ctrl_c_while_refine_search_closes_its_first_engine_marks_the_run_interrupted(
+        small_book, tmp_path):
+    """refine search --workers 2 checks its engine, opens the book, writes its run
+    row and closes the engine before the workers start theirs: a Ctrl-C while
+    that engine quits gives exit code 130 and an interrupted run (not failed)."""
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    engine = fake_engine("--multipv", "--hang-on-quit", "--mark-dir", marks_dir)
+    process = Bookgen(tmp_path, "refine", "search", "-b", book, "--engine", f"usi:{engine}",
+                      "--nodes", "100", "--workers", "2")
+    procs = {}
+    try:
+        wait_for(lambda: marks(marks_dir, "hung"), process, "the engine's quit")
+        procs = descendants(process.pid)
+        process.ctrl_c()
+        code, out, err = process.finish()
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert code == 130 and "Traceback" not in err, out + err
+    assert statuses(book, "refine search") == ["interrupted"]
+
+
+@pytest.mark.parametrize("command", ["grow", "refine search"])
+def test_ctrl_c_while_the_engine_shuts_down_leaves_the_run_finished(small_book, tmp_path,
+                                                                   command):
+    """A Ctrl-C once the work is done, while the run closes its engine (one that
+    ignores quit: killed after its grace), waits for that: the run's row is
+    written (done), not left running (found by the fault campaign with refine
+    search --workers 2, whose workers shut down then)."""
+    book = tmp_path / "book.sqlite"
+    shutil.copy(small_book, book)
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    engine = fake_engine("--multipv", "--hang-on-quit", "--mark-dir", marks_dir)
+    if command == "grow":  # grow checks its engine first (it quits), then runs with another
+        args, quits = ["grow", "-b", book, "--evaluator", f"usi:{engine}", "--positions",
+                       "2"], 2
+    else:
+        args, quits = ["refine", "search", "-b", book, "--engine", f"usi:{engine}",
+                       "--limit", "2"], 1
+    process = Bookgen(tmp_path, *args, "--nodes", "100")
+    procs = {}
+    try:
+        wait_for(lambda: len(marks(marks_dir, "hung")) >= quits, process,
+                 "the run's engine ignoring quit")
+        procs = descendants(process.pid)
+        process.ctrl_c()
+        code, out, err = process.finish()
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert code == 0 and "Traceback" not in err, out + err
+    assert statuses(book, command) == (["done", "done"] if command == "grow" else ["done"])

@@ -189,6 +189,29 @@ def test_read_only_books_are_read_and_refused_for_writing(data, tmp_path, medium
     assert {name: digest(d / name) for name in files_in(d)} == before
 
 
+def test_train_refuses_a_read_only_output_before_training(data, tmp_path):
+    """Training takes minutes: an output it could not write is said at once
+    (found by benchmarks/fault_campaign.py: it trained, then failed to save)."""
+    games = tmp_path / "games.hcpe"
+    done = run_bookgen_process("selfplay", "--starts", data / "openings.txt", "--games", "1",
+                               "-o", games, "--playouts", "2", "--max-ply", "20")
+    assert done.returncode == 0, done.stderr
+    d = tmp_path / "ro"
+    d.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    d.chmod(0o555)
+    try:
+        run_script([record("train", ["train", "--data", games, "-o", d / "model.pt",
+                                     "--blocks", "1", "--channels", "8"], out)],
+                   unprivileged())
+    finally:
+        d.chmod(0o755)
+    assert outcome(out, "train") == (
+        2, f"bookgen: error: {d / 'model.pt'}: read-only directory {d}, cannot write\n")
+
+
 # --------------------------------------------------------------------------
 # full disks
 
@@ -274,6 +297,101 @@ def test_a_full_disk_is_said_and_keeps_the_book(data, tmp_path, command):
     assert (rc, err) == (2, f"bookgen: error: disk full while writing {book}; the book is "
                             "unchanged\n")
     assert dump_book(after / "book.sqlite") == dump_book(data / "book.sqlite")
+
+
+# Long runs stopped by a full disk (found by benchmarks/fault_campaign.py): the
+# run's row counts what was committed, not the result whose commit failed.
+RUN_COUNTS = {
+    "grow": (["grow", "--positions", "2000", "--playouts", "20"], 400,
+             "SELECT json_extract(counts, '$.expansions'), (SELECT count(*) FROM positions "
+             "WHERE expanded_run = runs.id) FROM runs WHERE command = 'grow'"),
+    "refine-search": (["refine", "search", "--nodes", "100"], 64,
+                      "SELECT json_extract(counts, '$.analysed'), (SELECT count(*) FROM "
+                      "analyses WHERE run_id = runs.id) FROM runs "
+                      "WHERE command = 'refine search'"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(RUN_COUNTS))
+def test_a_full_disk_leaves_true_counts_in_the_run(data, tmp_path, command):
+    args, room_kib, counts_sql = RUN_COUNTS[command]
+    d = tmp_path / "disk"
+    d.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    size_kib = (data / "book.sqlite").stat().st_size // 1024 + room_kib + 8
+    run_script([f"mount -t tmpfs -o size={size_kib}k tmpfs {d}",
+                f"cp {data / 'book.sqlite'} {d}/",
+                record(command, [*args, "-b", d / "book.sqlite"], out),
+                f"cp {d}/book.sqlite* {out}/"], own_mounts())  # with its -wal
+    rc, err = outcome(out, command)
+    assert rc == 2 and "disk full while writing" in err, err
+    conn = sqlite3.connect(out / "book.sqlite")
+    try:
+        (counted, committed), = conn.execute(counts_sql).fetchall()
+        status = conn.execute("SELECT status FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    finally:
+        conn.close()
+    assert committed > 0 and counted == committed, (counted, committed)
+    assert status == ("failed",)
+
+
+def test_a_match_that_cannot_create_its_results_file_leaves_none(data, tmp_path):
+    """A full disk while a new results file is being set up: the match fails
+    with one line and leaves no half-made file behind, so that the same command
+    works once there is room (found by benchmarks/fault_campaign.py)."""
+    d = tmp_path / "disk"
+    d.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    match = ["match", "--engine", "a=builtin", "--engine", "b=builtin", "--option",
+             "a:nodes=30", "--option", "b:nodes=60", "--openings", data / "openings.txt",
+             "--games", "2", "--nodes", "1", "--max-ply", "40", "-o", d / "results.sqlite"]
+    run_script([f"mount -t tmpfs -o size=12k tmpfs {d}",
+                record("full", match, out),
+                f"ls -a {d} > {out}/listing",
+                f"mount -o remount,size=4096k {d}",
+                record("again", match, out)], own_mounts())
+    rc, err = outcome(out, "full")
+    assert (rc, err) == (2, f"bookgen: error: disk full while writing {d / 'results.sqlite'}; "
+                            "the games finished before are kept\n")
+    assert (out / "listing").read_text().split() == [".", ".."]
+    rc, err = outcome(out, "again")
+    assert rc == 0, err
+
+
+def test_a_disk_too_full_to_fold_the_log_in_is_said(data, tmp_path):
+    """An import that commits but leaves no room to fold SQLite's write-ahead log
+    into the book (found by benchmarks/fault_campaign.py: exit 0 and a book in
+    three files, silently): it says so; nothing is lost, and the next command
+    with room leaves one file again."""
+    d = tmp_path / "disk"
+    d.mkdir()
+    out = tmp_path / "out"
+    (out / "after").mkdir(parents=True)
+    book = d / "book.sqlite"
+    size_kib = (data / "book.sqlite").stat().st_size // 1024 + 1600 + 8
+    run_script([f"mount -t tmpfs -o size={size_kib}k tmpfs {d}",
+                f"cp {data / 'book.sqlite'} {d}/",
+                record("import", ["import", data / "big.db", "-b", book], out),
+                f"ls -a {d} > {out}/listing",
+                f"mount -o remount,size={size_kib + 4096}k {d}",
+                record("stats", ["stats", "-b", book], out),
+                f"ls -a {d} > {out}/listing-after",
+                f"cp {d}/* {out}/after/"], own_mounts())
+    rc, err = outcome(out, "import")
+    assert (rc, err.splitlines()[-1:]) == (0, [
+        f"bookgen: warning: disk full: the last changes to {book} stay in book.sqlite-wal "
+        "until there is room to fold them in; keep the files together"]), err
+    assert (out / "listing").read_text().split() == [
+        ".", "..", "book.sqlite", "book.sqlite-shm", "book.sqlite-wal"]
+    assert outcome(out, "stats")[0] == 0
+    assert (out / "listing-after").read_text().split() == [".", "..", "book.sqlite"]
+    reference = tmp_path / "reference.sqlite"
+    shutil.copyfile(data / "book.sqlite", reference)
+    done = run_bookgen_process("import", data / "big.db", "-b", reference)
+    assert done.returncode == 0, done.stderr
+    assert dump_book(out / "after" / "book.sqlite")["moves"] == dump_book(reference)["moves"]
 
 
 # --------------------------------------------------------------------------

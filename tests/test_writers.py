@@ -28,6 +28,7 @@ import pytest
 
 from bookgen.errors import BookgenError
 from bookgen.store import Book
+from bookcheck import inconsistencies
 from conftest import PYTHON, ROOT, integrity_ok, run_bookgen_process
 
 GROW = ("grow", "--playouts", "40", "--positions", "20")
@@ -86,25 +87,6 @@ def hold_the_lock(book: Path, processes: list) -> subprocess.Popen:
     processes.append(first)
     wait_until_stopped(first)
     return first
-
-
-def inconsistencies(book: Path) -> dict[str, list]:
-    """What breaks the values grow keeps (plain sqlite3): a position with moves whose
-    value is not the best of its moves', a move into an expanded position whose
-    value is not minus that position's."""
-    conn = sqlite3.connect(book)
-    try:
-        positions = conn.execute(
-            "SELECT p.sfen, p.value, max(m.value) FROM positions p "
-            "JOIN moves m ON m.position_id = p.id GROUP BY p.id "
-            "HAVING p.value IS NOT max(m.value)").fetchall()
-        moves = conn.execute(
-            "SELECT p.sfen, m.move, m.value, c.value FROM moves m "
-            "JOIN positions p ON p.id = m.position_id JOIN positions c ON c.id = m.child_id "
-            "WHERE c.expanded_run IS NOT NULL AND m.value IS NOT -c.value").fetchall()
-    finally:
-        conn.close()
-    return {"positions": positions, "moves": moves}
 
 
 def runs(book: Path) -> list[tuple]:

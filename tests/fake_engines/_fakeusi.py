@@ -19,6 +19,9 @@ It plays legal moves (with cshogi) and misbehaves on request:
 --hang-if-exists P  never answer a ``go`` while file P exists (then like --hang-on-go)
 --garbage-stderr    write invalid UTF-8 and control bytes to stderr at every ``go``
 --no-bestmove       answer ``go`` with garbage lines and no ``bestmove`` line
+--first-start-only P  answer ``usi`` only if file P does not exist yet (it is created): the
+                    engine's later starts never answer it (with --mark-dir: hung-PID)
+--hang-on-quit      ignore ``quit`` and hang (with --mark-dir: hung-PID)
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ def main(defaults: list[str]) -> None:
     parser.add_argument("--hang-if-exists")
     parser.add_argument("--garbage-stderr", action="store_true")
     parser.add_argument("--no-bestmove", action="store_true")
+    parser.add_argument("--first-start-only")
+    parser.add_argument("--hang-on-quit", action="store_true")
     args = parser.parse_args(defaults + sys.argv[1:])
     global _mark_dir
     _mark_dir = args.mark_dir
@@ -89,6 +94,10 @@ def main(defaults: list[str]) -> None:
         if command == "usi":
             if args.silent_start:
                 _hang()
+            if args.first_start_only:
+                if os.path.exists(args.first_start_only):
+                    _hang()
+                open(args.first_start_only, "w").close()
             _say("id name FakeEngine 1.0")
             _say("id author bookgen tests")
             _say("option name Threads type spin default 1 min 1 max 4")
@@ -151,4 +160,6 @@ def main(defaults: list[str]) -> None:
                      f"nodes {100 * index} nps 10000 time 1 pv {move}")
             _say(f"bestmove {moves[0]}" if moves else "bestmove resign")
         elif command == "quit":
+            if args.hang_on_quit:
+                _hang()
             break

@@ -1,0 +1,45 @@
+"""Ctrl-C while the ``bookgen`` command starts: a quiet exit with code 130.
+
+Loading the command line takes a few tenths of a second (numpy, cshogi,
+click). A Ctrl-C then would end bookgen with a ``KeyboardInterrupt`` traceback
+(or an ``ImportError`` when it lands inside an extension module's import), and
+one while click parses the options with "Aborted!" and exit code 1.
+:func:`quit_on_ctrl_c`, called by the entry points before anything heavy is
+imported, makes a Ctrl-C exit at once with one line and code 130;
+:func:`command_started` (called by
+:func:`bookgen.cli_support.reports_errors`) hands Ctrl-C back to Python once
+the command runs, where it stops the command cleanly. Importing bookgen as a
+library changes no signal handler.
+
+Standard library only, so that it is in place before anything heavy is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType
+
+INTERRUPTED_EXIT = 130
+"""The exit code of every command stopped by Ctrl-C (128 + SIGINT, as shells use)."""
+
+
+def _quit(_signum: int, _frame: FrameType | None) -> None:
+    os.write(2, b"bookgen: interrupted\n")
+    os._exit(INTERRUPTED_EXIT)  # nothing to clean up yet; no exception to be mangled
+
+
+def quit_on_ctrl_c() -> None:
+    """Until :func:`command_started`, Ctrl-C exits quietly with code 130 (unless
+    SIGINT is ignored or has a handler of the caller's own)."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _quit)
+
+
+def command_started() -> None:
+    """From here on Ctrl-C raises ``KeyboardInterrupt`` again."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is _quit:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
