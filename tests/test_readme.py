@@ -272,6 +272,7 @@ def test_readme_steps_are_found():
     assert not any(command.startswith("make ") for command in commands)
 
 
+@pytest.mark.timeout(1200)  # about 150 s alone, every example in turn
 @pytest.mark.slow
 def test_readme_examples_run_in_order(tmp_path):
     assert (BIN / "bookgen").exists(), f"no bookgen in {BIN}: run `make demo` or `make test`"
