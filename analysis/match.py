@@ -45,6 +45,7 @@ from bookgen.files import write_error
 from bookgen.progress import progress_bar
 from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
+from bookgen.store import fault_point
 from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
@@ -548,6 +549,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
                 for game in finished:
                     in_flight -= 1
                     _record(game, store, match_id, key, pgn_file, csa_path)
+                    fault_point("match-game-recorded")
                     record = game.game
                     match_games.append(record)
                     summary.played += 1

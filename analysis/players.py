@@ -11,6 +11,8 @@ match.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -173,8 +175,6 @@ class BuiltinPlayer:
         pass
 
     def think(self, game: GameState, clocks: dict[int, int], control: TimeControl) -> Reply:
-        import time
-
         started = time.perf_counter()
         if game.can_declare():
             return Reply(declare=True)
@@ -189,18 +189,22 @@ class BuiltinPlayer:
 
 
 class UsiPlayer:
-    """A USI engine; started at construction, restarted after a failure."""
+    """A USI engine; started at construction, restarted after a failure.
+
+    ``clock`` times its moves (see :class:`bookgen.usi.UsiEngine`); the
+    default is the real one.
+    """
 
     STOP_GRACE = 1.0   # seconds an engine past its time gets to answer ``stop``
 
-    def __init__(self, spec: PlayerSpec) -> None:
+    def __init__(self, spec: PlayerSpec, clock: Callable[[], float] = time.monotonic) -> None:
         from bookgen.usi import UsiEngine, UsiError, UsiOptionError
 
         self.spec = spec
         self.broken = False
         try:
             self.engine = UsiEngine(spec.command, options=dict(spec.options),
-                                    stop_grace=self.STOP_GRACE, quit_grace=1.0)
+                                    stop_grace=self.STOP_GRACE, quit_grace=1.0, clock=clock)
         except UsiOptionError as error:
             raise BookgenError(f"player {spec.name}: {error}") from None
         except UsiError as error:

@@ -256,21 +256,36 @@ def _user_version(path: Path) -> int:
         return 0  # not a database: the normal open reports it
 
 
-_stopped_at: set[str] = set()
+_fault_hits: dict[str, int] = {}
 
 
 def fault_point(name: str) -> None:
-    """Kill the process here when BOOKGEN_FAULT names this point (crash tests);
-    with ``NAME:stop`` stop it here instead (SIGSTOP, the first time only), so
-    that a test can act while it is there and then let it go on (SIGCONT); with
-    ``NAME:SIGINT`` send it a Ctrl-C (interrupt tests)."""
+    """Act here when BOOKGEN_FAULT names this point (crash and interrupt tests).
+
+    ``BOOKGEN_FAULT=NAME[@N][:stop|:SIGINT]``: kill the process (SIGKILL) at
+    the point; with ``:stop`` stop it instead (SIGSTOP), so that a test can act
+    while it is there and then let it go on (SIGCONT); with ``:SIGINT`` send it
+    a Ctrl-C. ``@N`` acts at the N-th time the process passes the point and at
+    no other; without it a kill or a Ctrl-C comes every time, a stop the first
+    time only."""
     fault = os.environ.get("BOOKGEN_FAULT")
-    if fault == name:
-        os.kill(os.getpid(), 9)
-    elif fault == f"{name}:stop" and name not in _stopped_at:
-        _stopped_at.add(name)
+    if not fault:
+        return
+    point, _, action = fault.partition(":")
+    point, at, count = point.partition("@")
+    if point != name:
+        return
+    hits = _fault_hits[name] = _fault_hits.get(name, 0) + 1
+    if at:
+        if hits != int(count):
+            return
+    elif action == "stop" and hits > 1:
+        return
+    if action == "":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
-    elif fault == f"{name}:SIGINT":
+    elif action == "SIGINT":
         os.kill(os.getpid(), signal.SIGINT)
 
 
@@ -490,12 +505,14 @@ class Book:
             self._rollback()
             raise
         with _interrupts_held() as held:
+            fault_point("book-commit")  # a Ctrl-C from here on comes during the COMMIT
             try:
                 self.conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
                 raise
             self.commits += 1
+        fault_point("book-committed")
         if held:
             self.interrupted = True
 

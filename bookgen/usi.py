@@ -38,7 +38,7 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bookgen.children import engine_preexec
@@ -473,6 +473,9 @@ class UsiEngine:
     ``stop_grace`` more before killing the engine. ``quit_grace`` is how long
     :meth:`close` waits after ``quit`` before killing the process.
 
+    ``clock`` (seconds, default :func:`time.monotonic`) times the searches
+    (:attr:`SearchResult.elapsed`) and the deadlines; tests give a fake one.
+
     The engine runs in its own session (the terminal's Ctrl-C does not reach
     it) and, on Linux, dies with this process (:mod:`bookgen.children`) when
     started from the main thread.
@@ -484,8 +487,10 @@ class UsiEngine:
                  search_timeout: float = 600.0, stop_grace: float = 5.0,
                  quit_grace: float = 2.0,
                  stderr_limit: int = 65536,
-                 mate_cp_threshold: int | None = DEFAULT_MATE_CP_THRESHOLD) -> None:
+                 mate_cp_threshold: int | None = DEFAULT_MATE_CP_THRESHOLD,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.command = command
+        self.clock = clock
         try:
             self.argv = shlex.split(command)
         except ValueError as exc:
@@ -565,7 +570,7 @@ class UsiEngine:
         self.options = {}
         self.handshake_lines = []
         self.send("usi")
-        deadline = time.monotonic() + self.startup_timeout
+        deadline = self.clock() + self.startup_timeout
         while True:
             line = self._next_line(deadline, "usiok")
             self.handshake_lines.append(line)
@@ -644,7 +649,7 @@ class UsiEngine:
         if self._eof:
             raise self._crashed(waiting_for)
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock()
             if remaining <= 0:
                 raise EngineTimeout(waiting_for)
             try:
@@ -730,7 +735,7 @@ class UsiEngine:
         timeout = self.ready_timeout if timeout is None else timeout
         self._drain_pending()
         self.send("isready")
-        deadline = time.monotonic() + timeout
+        deadline = self.clock() + timeout
         while True:
             try:
                 line = self._next_line(deadline, "readyok")
@@ -776,7 +781,8 @@ class UsiEngine:
             if timeout is None:
                 timeout = self.search_timeout
         self._start_search(limits)
-        return self.wait_bestmove(timeout)
+        # The timeout counts from the go, as the engine's own clock does.
+        return self.wait_bestmove(timeout, since=self._search_started)
 
     def go_infinite(self, **limits: int) -> None:
         """Start ``go infinite``; end it with :meth:`stop`."""
@@ -794,16 +800,18 @@ class UsiEngine:
             raise UsiError(f"{self._label()}: a search is already running")
         self._drain_pending()
         self._search_lines: list[str] = []
-        self._search_started = time.monotonic()
+        self._search_started = self.clock()
         self.send(" ".join(["go", *limits]))
         self._searching = True
 
-    def wait_bestmove(self, timeout: float, stop_on_timeout: bool = True) -> SearchResult:
-        """Collect the running search's output until ``bestmove``."""
+    def wait_bestmove(self, timeout: float, stop_on_timeout: bool = True, *,
+                      since: float | None = None) -> SearchResult:
+        """Collect the running search's output until ``bestmove``, for at most
+        ``timeout`` seconds from ``since`` (a :attr:`clock` reading; default now)."""
         if not self._searching:
             raise UsiError(f"{self._label()}: no search running")
         result = SearchResult(bestmove=None, lines=self._search_lines)
-        deadline = time.monotonic() + timeout
+        deadline = (self.clock() if since is None else since) + timeout
         stopped = False
         while True:
             try:
@@ -817,7 +825,7 @@ class UsiEngine:
                     except EngineCrashed:
                         self._searching = False
                         raise
-                    deadline = time.monotonic() + self.stop_grace
+                    deadline = self.clock() + self.stop_grace
                     continue
                 self._searching = False
                 note = f", nor {self.stop_grace:.1f} s after stop" if stopped else ""
@@ -840,7 +848,7 @@ class UsiEngine:
                 continue
             self._searching = False
             move, ponder = parsed
-            result.elapsed = time.monotonic() - self._search_started
+            result.elapsed = self.clock() - self._search_started
             if move == "resign":
                 result.resign = True
             elif move == "win":

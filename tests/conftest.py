@@ -26,9 +26,16 @@ from typing import Iterable, Sequence
 import cshogi
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from bookgen.cli import main as cli_main
+
+# Hypothesis judges no test by time: a loaded machine is slow, not wrong (the tests'
+# own @settings keep these unless they say otherwise).
+settings.register_profile("bookgen", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("bookgen")
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"

@@ -105,6 +105,12 @@ def alive(proc: Proc) -> bool:
     return stat is not None and stat[2] == proc[1] and stat[1] != "Z"
 
 
+def stopped(pid: int) -> bool:
+    """The process is stopped (by SIGSTOP: a ``NAME:stop`` fault point)."""
+    stat = _stat(pid)
+    return stat is not None and stat[1] == "T"
+
+
 def wait_for(condition: Callable[[], object], process: subprocess.Popen | None = None,
              what: str = "the event", deadline: float = DEADLINE) -> object:
     """Poll ``condition`` until it is true; fail if ``process`` ends first or at the deadline."""

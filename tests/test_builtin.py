@@ -277,6 +277,7 @@ def play_vs_random(games: int, ev: BuiltinEvaluator, max_plies: int = 300) -> di
     return results
 
 
+@pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 @pytest.mark.slow
 def test_beats_random_player(ev: BuiltinEvaluator) -> None:
     results = play_vs_random(10, ev)

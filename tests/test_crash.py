@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bookgen.store import Book
+from bookgen.store import Book, BulkWriter
 from conftest import (PYTHON, ROOT, dump_book, generate_blocks, integrity_ok,
                       run_bookgen_process, write_db2016)
+from processes import Bookgen, assert_all_gone, descendants, stop_all, stopped, wait_for
 
 FAULT_POINTS = ["import-positions-written", "import-moves-written", "import-before-commit"]
 
@@ -109,25 +110,26 @@ def test_cli_script_entry_point_fault(crash_data, tmp_path):
     assert content(book) == before
 
 
-# ---------------------------------------------------------------- timed kills
+# ---------------------------------------------------------------- a large import, stage by stage
 
 
 @pytest.fixture(scope="module")
 def big_data(tmp_path_factory):
+    """An old book and a file of 30,000 positions (about 60,000 moves, more than a
+    BulkWriter batch: one batch is written while the file is read, the rest at the end)."""
     tmp = tmp_path_factory.mktemp("bigcrash")
-    blocks = generate_blocks(seed=777, positions=20_000)
+    blocks = generate_blocks(seed=777, positions=30_000)
+    assert sum(len(moves) for _sfen, moves in blocks) > BulkWriter.BATCH
     write_db2016(tmp / "big.db", blocks)
     write_db2016(tmp / "seed.db", [(s, [(m, p, v, 0, 1) for m, p, v, _d, _c in moves])
                                    for s, moves in blocks[:2000:2]])
     old_book = tmp / "old.sqlite"
     assert run_bookgen_process("import", tmp / "seed.db", "-b", old_book).returncode == 0
     full_book = copy_book(old_book, tmp / "full.sqlite")
-    started = time.monotonic()
     assert run_bookgen_process("import", tmp / "big.db", "-b", full_book).returncode == 0
-    duration = time.monotonic() - started
     old, full = content(old_book), content(full_book)
-    assert len(full["positions"]) == 20_000 > len(old["positions"])
-    return tmp, old_book, duration, old, full
+    assert len(full["positions"]) == 30_000 > len(old["positions"])
+    return tmp, old_book, old, full
 
 
 def comparable(book_content):
@@ -169,22 +171,35 @@ def check_old_or_new(book: Path, old, full, when: str) -> str:
     return "new"
 
 
-@pytest.mark.parametrize("fraction", [0.3, 0.6, 0.85, 1.0])
-def test_sigkill_after_a_delay(big_data, tmp_path, fraction):
-    tmp, old_book, duration, old, full = big_data
+# Where a large import can be killed, in order, and what the book then holds.
+IMPORT_STAGES = [
+    ("import-positions-written@1", "old"),  # the first batch, while the file is read
+    ("import-moves-written@1", "old"),
+    ("import-positions-written@2", "old"),  # the rest, once the file is read
+    ("import-moves-written@2", "old"),
+    ("import-before-commit", "old"),        # the run recorded as done
+    ("book-commit", "old"),                 # at the COMMIT
+    ("book-committed", "new"),              # right after it, the WAL not yet checkpointed
+]
+
+
+@pytest.mark.parametrize("fault, state", IMPORT_STAGES)
+def test_sigkill_at_each_stage_of_a_large_import(big_data, tmp_path, fault, state):
+    tmp, old_book, old, full = big_data
     book = copy_book(old_book, tmp_path / "book.sqlite")
-    proc = start_import(tmp, book)
-    time.sleep(duration * fraction)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    check_old_or_new(book, old, full, f"after {duration * fraction:.2f}s")
+    proc = run_bookgen_process("import", tmp / "big.db", "-b", book,
+                               env={"BOOKGEN_FAULT": fault})
+    assert proc.returncode == -signal.SIGKILL, (
+        f"the import was not killed at {fault!r} (exit {proc.returncode}): {proc.stderr}")
+    assert check_old_or_new(book, old, full, f"at {fault}") == state
 
 
 @pytest.mark.parametrize("wal_bytes", [32, 200_000, 1_000_000, 2_500_000])
 def test_sigkill_while_the_transaction_writes(big_data, tmp_path, wal_bytes):
-    """Kill as soon as the write-ahead log has grown to ``wal_bytes``: inside the
-    import's write transaction or its commit."""
-    tmp, old_book, _duration, old, full = big_data
+    """Kill as soon as the write-ahead log has grown to ``wal_bytes``: inside one of
+    SQLite's own writes, where no fault point reaches. Where that lands varies from
+    run to run; every outcome must be the old or the new book."""
+    tmp, old_book, old, full = big_data
     book = copy_book(old_book, tmp_path / "book.sqlite")
     wal = Path(str(book) + "-wal")
     proc = start_import(tmp, book)
@@ -198,32 +213,24 @@ def test_sigkill_while_the_transaction_writes(big_data, tmp_path, wal_bytes):
 # ---------------------------------------------------------------- Ctrl-C
 
 
-def interrupt_import(big_data, tmp_path, wal_bytes):
-    tmp, old_book, _duration, old, full = big_data
+def interrupt_import(big_data, tmp_path, fault):
+    """The large import with a Ctrl-C at ``fault``: (exit code, stderr, "old" or
+    "new", book, old content)."""
+    tmp, old_book, old, full = big_data
     book = copy_book(old_book, tmp_path / "book.sqlite")
-    env = dict(os.environ)
-    env.pop("BOOKGEN_FAULT", None)
-    proc = subprocess.Popen([PYTHON, "-m", "bookgen.cli", "import", str(tmp / "big.db"),
-                             "-b", str(book)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=str(ROOT),
-                            # A parent that ignores SIGINT (background job) would pass
-                            # SIG_IGN on, and Python would then never see Ctrl-C.
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    if wait_for_wal(proc, Path(str(book) + "-wal"), wal_bytes):
-        proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
-    assert integrity_ok(book)
-    state = comparable(content(book))
-    assert state in (comparable(old), comparable(full))
-    return proc.returncode, err, ("old" if state == comparable(old) else "new"), book, old
+    process = Bookgen(tmp_path, "import", tmp / "big.db", "-b", book,
+                      env={"BOOKGEN_FAULT": f"{fault}:SIGINT"})
+    try:
+        code, _out, err = process.finish(deadline=120)
+    finally:
+        stop_all(process, {})
+    return code, err, check_old_or_new(book, old, full, f"Ctrl-C at {fault}"), book, old
 
 
 def test_ctrl_c_while_reading_exits_130_and_keeps_old_book(big_data, tmp_path):
-    """SIGINT once the book is open (its WAL file exists) and the input is being read."""
-    code, err, state, book, old = interrupt_import(big_data, tmp_path, 0)
-    if code == 0:                 # finished before the signal landed
-        assert state == "new"
-        return
+    """Ctrl-C once the first batch is written, while the input is still being read."""
+    code, err, state, book, old = interrupt_import(big_data, tmp_path,
+                                                   "import-moves-written@1")
     assert code == 130, (code, err)
     assert "Traceback" not in err
     assert "interrupted" in err
@@ -232,36 +239,40 @@ def test_ctrl_c_while_reading_exits_130_and_keeps_old_book(big_data, tmp_path):
 
 
 def test_ctrl_c_during_commit_reports_what_happened(big_data, tmp_path):
-    """SIGINT once the write-ahead log is being written (the COMMIT of the import).
+    """Ctrl-C during the COMMIT of the import.
 
     The CLI promises 'an interrupted or failed import leaves [the book] exactly as
-    it was', and Ctrl-C means exit 130. So exit 130 must go with the old content;
-    if the import did commit, it must not be reported as interrupted (exit 0)."""
-    code, err, state, _book, _old = interrupt_import(big_data, tmp_path, 32)
+    it was', and Ctrl-C means exit 130. The COMMIT holds the Ctrl-C back until it
+    is done: the import did commit, so it must not be reported as interrupted
+    (exit 0, with a line saying what happened)."""
+    code, err, state, _book, _old = interrupt_import(big_data, tmp_path, "book-commit")
     assert "Traceback" not in err
-    assert (code, state) in ((130, "old"), (0, "new")), (
-        f"exit {code} ({err.strip()!r}) but the book holds the {state} content")
+    assert (code, state) == (0, "new"), err
+    assert "Ctrl-C came during the final commit; the import completed" in err
 
 
 @pytest.mark.slow
 def test_ctrl_c_during_parallel_read(large_db2016, tmp_path):
     """Ctrl-C in a terminal signals the whole foreground process group, the parallel
     reader's worker processes included: still exit 130, one line on stderr, no
-    traceback, and no new book left behind."""
+    traceback, and no new book left behind. The import stops itself once its first
+    batch is written (the readers still at work), and the Ctrl-C reaches the group then."""
     path, _blocks, _bad_position, _bad_move = large_db2016
     book = tmp_path / "book.sqlite"
-    proc = subprocess.Popen([PYTHON, "-m", "bookgen.cli", "import", str(path), "-b", str(book)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(ROOT), start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    # Wait until the book exists (the reader is running), then a little longer.
-    assert wait_for_wal(proc, Path(str(book) + "-wal"), 0)
-    time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGINT)
-    _out, err = proc.communicate(timeout=120)
-    if proc.returncode == 0:
-        pytest.fail("the import finished before the signal; make the input larger")
-    assert proc.returncode == 130, (proc.returncode, err)
+    process = Bookgen(tmp_path, "import", path, "-b", book,
+                      env={"BOOKGEN_FAULT": "import-positions-written:stop"})
+    procs = {}
+    try:
+        wait_for(lambda: stopped(process.pid), process, "the stop after the first batch")
+        procs = descendants(process.pid)
+        assert len(procs) > 1, procs  # the reader processes (forked) are there
+        process.ctrl_c()
+        os.kill(process.pid, signal.SIGCONT)
+        code, _out, err = process.finish(deadline=120)
+        assert_all_gone(procs)
+    finally:
+        stop_all(process, procs)
+    assert code == 130, (code, err)
     assert "Traceback" not in err, f"Ctrl-C printed tracebacks:\n{err[-3000:]}"
     assert [line for line in err.splitlines() if line.strip()] == ["bookgen: interrupted"]
     assert not book.exists()

@@ -7,10 +7,12 @@ import json
 
 import cshogi
 import numpy as np
+import pytest
 
 from conftest import run_cli
 
 
+@pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 def test_book_to_training_loop(tmp_path):
     book = tmp_path / "book.sqlite"
     run_cli("grow", "-b", book, "--playouts", "24", "--positions", "12", "--seed", "1")

@@ -26,6 +26,7 @@ sys.modules["golden"] = golden
 _spec.loader.exec_module(golden)
 
 
+@pytest.mark.timeout(1200)  # about 80 s alone: every output-writing command
 @pytest.mark.slow
 def test_outputs_match_the_manifest(tmp_path: Path) -> None:
     result = subprocess.run([PYTHON, str(GOLDEN), "check", "--engines", "--brief",

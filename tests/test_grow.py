@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import subprocess
-import time
 from pathlib import Path
 
 import cshogi
@@ -14,7 +12,8 @@ import pytest
 
 from bookgen.grow import grow
 from bookgen.mcts import MoveStats, select_book_moves
-from conftest import PYTHON, ROOT, integrity_ok, run_cli
+from conftest import PYTHON, integrity_ok, run_cli
+from processes import Bookgen, stop_all
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
 
@@ -247,38 +246,25 @@ def test_select_book_moves_rule():
     assert [k.move for k in none_qualify] == ["a", "b"]  # the top (4 + 2) // 3
 
 
-def _start_grow(book: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [PYTHON, "-m", "bookgen.cli", "grow", "-b", str(book), "--playouts", "30",
-         "--positions", "400", *extra],
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _expanded_when(book: Path, at_least: int, proc: subprocess.Popen, limit: float = 60) -> None:
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        if book.exists():
-            try:
-                if summary_expansions(book) >= at_least:
-                    return
-            except sqlite3.Error:
-                pass
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
-    raise AssertionError("grow made no progress")
+def _grow_until_fault(tmp_path: Path, book: Path, fault: str) -> tuple[int, str, str]:
+    """``bookgen grow`` on ``book`` with BOOKGEN_FAULT=``fault``: (exit code, out, err)."""
+    process = Bookgen(tmp_path, "grow", "-b", book, "--playouts", "30", "--positions", "400",
+                      env={"BOOKGEN_FAULT": fault})
+    try:
+        return process.finish(deadline=120)
+    finally:
+        stop_all(process, {})
 
 
 def test_sigkill_mid_run_then_resume(tmp_path):
     book = tmp_path / "book.sqlite"
-    proc = _start_grow(book)
-    _expanded_when(book, 5, proc)
-    proc.kill()
-    proc.wait()
+    code, _out, err = _grow_until_fault(tmp_path, book, "grow-expanded@5")  # kill -9 there
+    assert code == -signal.SIGKILL, err
     assert integrity_ok(book)
     check_grown_book(book)
-    before = summary_expansions(book)
+    assert summary_expansions(book) == 5
     assert grow(book, playouts=30, positions=5, seed=1, progress=False).status == "done"
-    assert summary_expansions(book) == before + 5
+    assert summary_expansions(book) == 10
     check_grown_book(book)
     conn = sqlite3.connect(book)
     statuses = [r[0] for r in conn.execute("SELECT status FROM runs ORDER BY id")]
@@ -288,11 +274,8 @@ def test_sigkill_mid_run_then_resume(tmp_path):
 
 def test_ctrl_c_stops_exits_130_and_keeps_what_was_recorded(tmp_path):
     book = tmp_path / "book.sqlite"
-    proc = _start_grow(book)
-    _expanded_when(book, 3, proc)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    code, out, err = _grow_until_fault(tmp_path, book, "grow-expanded@3:SIGINT")
+    assert code == 130, err
     assert "interrupted" in out and "rerun the same command" in err
     assert "Traceback" not in err
     check_grown_book(book)
@@ -303,7 +286,7 @@ def test_ctrl_c_stops_exits_130_and_keeps_what_was_recorded(tmp_path):
     conn.close()
     assert status == "interrupted"
     assert added == positions
-    assert json.loads(counts)["expansions"] == summary_expansions(book)
+    assert json.loads(counts)["expansions"] == summary_expansions(book) == 3
 
 
 def test_grow_cli_errors(tmp_path):

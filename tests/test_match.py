@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import sqlite3
-import subprocess
-import time
 from pathlib import Path
 
 import cshogi
 import cshogi.CSA
 import pytest
 
+from analysis.match import MatchSettings, play_game
+from analysis.players import PlayerSpec, Reply, TimeControl, UsiPlayer
 from analysis.results import load_games
-from analysis.schedule import schedule
+from analysis.schedule import GameTask, schedule
 from bookgen.errors import BookgenError
 from bookgen.rules import GameState
 from conftest import PYTHON, ROOT, run_cli
+from processes import Bookgen, stop_all
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
 GPSUSI = "usi:/usr/games/gpsusi"
@@ -177,27 +179,134 @@ def test_fairy_stockfish_against_the_builtin_player(tmp_path):
     db.close()
 
 
-def test_fairy_stockfish_manages_a_fischer_clock(tmp_path):
+class Recorded:
+    """A player whose moves are written down as the runner sees them: the clocks it
+    was given, its reply (with the time the runner measured) and the commands sent
+    to its engine, in one log shared by both players."""
+
+    def __init__(self, player: UsiPlayer, log: list[tuple[str, object]]) -> None:
+        self.player, self.log = player, log
+        send = player.engine.send
+        player.engine.send = lambda command: (log.append(("sent", (self.spec.name, command))),
+                                              send(command))[1]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.player, name)
+
+    def think(self, game: GameState, clocks: dict[int, int], control: TimeControl) -> Reply:
+        before = dict(clocks)
+        reply = self.player.think(game, clocks, control)
+        self.log.append(("move", (self.spec.name, game.turn, before, reply)))
+        return reply
+
+
+def go_line(clocks: dict[int, int], inc: int) -> str:
+    """The ``go`` the runner owes an engine under a Fischer clock (never a negative time)."""
+    return (f"go btime {max(0, clocks[cshogi.BLACK])} wtime {max(0, clocks[cshogi.WHITE])} "
+            f"binc {inc} winc {inc}")
+
+
+def test_fischer_clock_rules_on_a_fake_clock(tmp_path):
+    """The runner's clock rules, timed by a fake clock that the fake engines advance
+    by the milliseconds they are told to spend: what each engine is sent, what each
+    move is charged, lag forgiven within the margin, and a time forfeit at the first
+    move past it, whatever the machine's load."""
+    clock_file = tmp_path / "clock"
+    clock_file.write_text("0")
+
+    def clock() -> float:
+        return int(clock_file.read_text()) / 1000
+
+    def player(name: str, spend: str, *extra: object) -> UsiPlayer:
+        command = fake("--clock-file", clock_file, "--spend", spend, "--log",
+                       tmp_path / f"{name}.log", *extra)
+        return UsiPlayer(PlayerSpec(name, command), clock=clock)
+
+    control = TimeControl(time=1000, inc=100, margin=300)
+    # b: 1200 ms (200 of lag, allowed up to 1300), then 150 (allowed: -100 + 300), then
+    # 400 where 150 are allowed: it overruns and answers only when told to stop.
+    players = {"b": player("b", "1200,150,400", "--until-stop-on-go", "3"),
+               "w": player("w", "50,50")}
+    task = GameTask("k", 0, 0, 0, "startpos", "b", "w", False)
+    try:
+        game = play_game(task, players, MatchSettings(control, max_ply=40))
+    finally:
+        for one in players.values():
+            one.close()
+    assert (game.result, game.reason, len(game.moves)) == ("white", "time forfeit", 4)
+    assert "no bestmove in time" in game.detail
+    assert (game.black_ms, game.white_ms) == (1200 + 150, 50 + 50)  # the forfeit is not charged
+
+    def commands(name: str) -> list[str]:
+        lines = (tmp_path / f"{name}.log").read_text().splitlines()
+        return [line for line in lines if line.split()[0] in ("go", "stop")]
+
+    assert commands("b") == ["go btime 1000 wtime 1000 binc 100 winc 100",
+                             "go btime 0 wtime 1050 binc 100 winc 100",   # -100 sent as 0
+                             "go btime 0 wtime 1100 binc 100 winc 100",
+                             "stop"]
+    assert commands("w") == ["go btime 0 wtime 1000 binc 100 winc 100",
+                             "go btime 0 wtime 1050 binc 100 winc 100"]
+
+
+def test_fairy_stockfish_plays_under_a_fischer_clock(tmp_path):
+    """Two Fairy-Stockfish play a game under a real Fischer clock. Its facts do not
+    depend on the machine's load: every ``go`` carries the clocks that follow from
+    the times the runner measured, and the game's times are their sums. The margin
+    is far beyond any lag, so no forfeit is left to load (the clock rules themselves
+    are tested on a fake clock above)."""
+    log: list[tuple[str, object]] = []
+    spec = "usi:/usr/games/fairy-stockfish"
+    options = (("Move Overhead", "300"),)
+    players = {name: Recorded(UsiPlayer(PlayerSpec(name, spec, options)), log)
+               for name in ("a", "b")}
+    control = TimeControl(time=1000, inc=200, margin=60_000)
+    task = GameTask("k", 0, 0, 0, OPENINGS[0], "a", "b", False)
+    try:
+        game = play_game(task, players, MatchSettings(control, max_ply=30))
+    finally:
+        for one in players.values():
+            one.close()
+    assert game.reason not in ("time forfeit", "engine failure", "illegal move"), game
+    moves = [entry for kind, entry in log if kind == "move"]
+    gos = [entry for kind, entry in log if kind == "sent" and entry[1].startswith("go ")]
+    assert len(moves) == len(gos) >= len(game.moves) > 0
+    assert game.reason != "max ply" or len(game.moves) == 28
+    clocks = {cshogi.BLACK: 1000, cshogi.WHITE: 1000}
+    used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
+    for (name, turn, given, reply), (sent_to, line) in zip(moves, gos, strict=True):
+        assert sent_to == name == (task.black if turn == cshogi.BLACK else task.white)
+        assert given == clocks and line == go_line(clocks, 200)
+        assert reply.elapsed_ms >= 0
+        clocks[turn] += 200 - reply.elapsed_ms
+        used[turn] += reply.elapsed_ms
+    assert (game.black_ms, game.white_ms) == (used[cshogi.BLACK], used[cshogi.WHITE])
+
+
+def test_match_sends_the_fischer_clock(tmp_path):
+    """``bookgen match --time --inc`` reaches the engines as ``go btime wtime binc winc``."""
     openings = write_openings(tmp_path / "openings.txt", OPENINGS[:1])
-    # A Move Overhead covering the pipe and process latency the runner measures.
-    summary = match(tmp_path, "--engine", f"a={FAIRY}", "--engine", f"b={FAIRY}",
-                    "--option", "a:Move Overhead=300", "--option", "b:Move Overhead=300",
-                    "--openings", openings, "--time", "1000", "--inc", "200",
-                    "--max-ply", "30")
+    summary = match(tmp_path, "--engine", f"a={fake('--log', tmp_path / 'a.log')}",
+                    "--engine", f"b={fake('--log', tmp_path / 'b.log')}", "--openings",
+                    openings, "--time", "1000", "--inc", "200", "--margin", "60000",
+                    "--max-ply", "8")
     assert summary["played"] == 2
-    for game in check_games(tmp_path / "r.sqlite"):
-        assert game["reason"] != "time forfeit", dict(game)
-        # Each side used at most its main time, increments and the lag margin.
-        moves = (game["plies"] + 1) // 2
-        assert 0 < game["black_ms"] <= 1000 + 200 * moves + 1000
+    for name, first_as_black in (("a", 0), ("b", 3)):  # a has black in the first game
+        gos = [line for line in (tmp_path / f"{name}.log").read_text().splitlines()
+               if line.startswith("go ")]
+        assert len(gos) == 6  # three moves in each of its two games
+        assert gos[first_as_black] == "go btime 1000 wtime 1000 binc 200 winc 200"
+        assert all(re.fullmatch(r"go btime \d+ wtime \d+ binc 200 winc 200", g) for g in gos)
 
 
+@pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 def test_fairy_stockfish_against_gpsusi(tmp_path):
     openings = write_openings(tmp_path / "openings.txt", OPENINGS[:1])
-    # gpsusi rounds byoyomi up to whole seconds, hence the margin.
+    # gpsusi rounds byoyomi up to whole seconds; the margin covers that with room for
+    # any load (this test is about the two engines playing, not their timing).
     summary = match(tmp_path, "--engine", f"fsf={FAIRY}", "--engine", f"gps={GPSUSI}",
                     "--option", "gps:BookDepth=0", "--option", "fsf:USI_Hash=16",
-                    "--openings", openings, "--byoyomi", "200", "--margin", "2500",
+                    "--openings", openings, "--byoyomi", "200", "--margin", "20000",
                     "--max-ply", "26")
     assert summary["played"] == 2
     games = check_games(tmp_path / "r.sqlite")
@@ -329,7 +438,9 @@ def test_faulty_engines_lose_and_the_match_goes_on(tmp_path):
                     "--engine", f"bad={fake(engine='garbage_engine.py')}",
                     "--engine", f"noisy={fake('--garbage')}",
                     "--format", "gauntlet", "--openings", openings,
-                    "--byoyomi", "100", "--margin", "300", "--max-ply", "30")
+                    # A margin that the fake engines' instant replies never need, even
+                    # on a loaded machine; hang's games cost it (twice).
+                    "--byoyomi", "100", "--margin", "2000", "--max-ply", "30")
     assert summary["played"] == summary["scheduled"] == 4 * 2
     games = check_games(tmp_path / "r.sqlite")
     check_pairs(games)
@@ -369,48 +480,32 @@ def test_engine_that_cannot_start_stops_the_match_before_any_game(tmp_path):
 # interruption
 
 
-def run_match_process(tmp_path: Path, *args: object) -> subprocess.Popen:
-    return subprocess.Popen([str(ROOT / ".venv" / "bin" / "bookgen"), "match", "--quiet",
-                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
-def wait_for_games(results: Path, count: int, process: subprocess.Popen) -> None:
-    for _ in range(600):
-        if results.exists():
-            try:
-                if len(rows(results)) >= count:
-                    return
-            except sqlite3.OperationalError:
-                pass
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.1)
-    pytest.fail("no games were written")
-
-
-@pytest.mark.parametrize("how", ["sigint", "sigkill"])
+@pytest.mark.parametrize("how", ["SIGINT", "kill"])
 def test_interrupted_match_resumes(tmp_path, how):
+    """Ctrl-C (or kill -9) once the third game is recorded: exactly three games are
+    kept, and the rerun plays the other five."""
     openings = write_openings(tmp_path / "openings.txt")
     results = tmp_path / "r.sqlite"
     args = ["--builtin", "a", "--builtin", "b", "--option", "a:nodes=1000",
             "--option", "b:nodes=1000", "--openings", openings, "--nodes", "1",
             "--games", "8", "--max-ply", "40", "-o", results]
-    process = run_match_process(tmp_path, *args)
-    wait_for_games(results, 1, process)
-    process.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
-    stdout, stderr = process.communicate(timeout=120)
-    if how == "sigint":
-        assert process.returncode == 130, stderr
+    fault = "match-game-recorded@3" + (":SIGINT" if how == "SIGINT" else "")
+    process = Bookgen(tmp_path, "match", "--quiet", *args, env={"BOOKGEN_FAULT": fault})
+    try:
+        code, stdout, stderr = process.finish(deadline=120)
+    finally:
+        stop_all(process, {})
+    if how == "SIGINT":
+        assert code == 130, stderr
         assert "interrupted" in stdout and "rerun the same command" in stderr
         db = sqlite3.connect(results)
         assert db.execute("SELECT status FROM matches").fetchone()[0] == "interrupted"
         db.close()
     else:
-        assert process.returncode == -signal.SIGKILL
-    before = len(rows(results))
-    assert 1 <= before < 8
+        assert code == -signal.SIGKILL
+    assert len(rows(results)) == 3
     summary = match(tmp_path, *args[:-2])
-    assert summary["previously_played"] == before and summary["played"] == 8 - before
+    assert (summary["previously_played"], summary["played"]) == (3, 5)
     games = check_games(results)
     assert len(games) == 8
     check_pairs(games)

@@ -113,9 +113,12 @@ def readme_steps(text: str) -> list[Step]:
 
 # Any number where the README shows one: with a sign, thousands separators, a
 # fraction or an exponent, a rating bound (">402.0"), an infinite Elo, or a
-# value the command could not compute ("----").
+# value the command could not compute ("----"); and the README may show any of
+# these where the output has another (an Elo error is infinite or not depending
+# on how the example's games went).
 _NUMBER = r"(?:[<>]?[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?|[-+]?inf|nan|-{2,4})"
-_SHOWN_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?(?![\w])")
+_SHOWN_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?|[-+]?inf|nan)"
+                           r"(?![\w])")
 
 
 def line_pattern(shown: str) -> re.Pattern[str]:
@@ -185,6 +188,9 @@ def test_output_rule():
     assert output_matches(["value  depth"], "value depth count") == "value  depth"
     assert output_matches(["1 c : 402.0 140.2 15.0", "Elo: 12.5 +/- 3.1"],
                           "1 c : >402.0 ---- 16.0\nElo: inf +/- inf") is None
+    assert output_matches(["Elo: 470.44 +/- inf, LOS: 100.00 %"],
+                          "Elo: 338.04 +/- 423.53, LOS: 100.00 %") is None
+    assert output_matches(["Elo: 1 +/- inf"], "Elo: 1 +/- information") == "Elo: 1 +/- inf"
 
 
 def test_readme_tells_to_activate_the_venv():
@@ -272,6 +278,7 @@ def test_readme_steps_are_found():
     assert not any(command.startswith("make ") for command in commands)
 
 
+@pytest.mark.timeout(1200)  # about 150 s alone, every example in turn
 @pytest.mark.slow
 def test_readme_examples_run_in_order(tmp_path):
     assert (BIN / "bookgen").exists(), f"no bookgen in {BIN}: run `make demo` or `make test`"

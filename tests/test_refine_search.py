@@ -9,8 +9,6 @@ import shlex
 import shutil
 import signal
 import sqlite3
-import subprocess
-import time
 from collections import deque
 from pathlib import Path
 
@@ -20,7 +18,8 @@ import pytest
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
 from bookgen.store import Book
-from conftest import PYTHON, ROOT, dump_book, integrity_ok, run_cli
+from conftest import PYTHON, dump_book, integrity_ok, run_cli
+from processes import Bookgen, stop_all
 from refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
 from refine.search import search
 
@@ -231,36 +230,23 @@ def test_selections(grown, tmp_path):
     assert f"(--limit reached: 3 of {total - 3} selected" in text
 
 
-def _start_search(book: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [PYTHON, "-m", "bookgen.cli", "refine", "search", "-b", str(book), "--engine",
-         f"usi:{FAIRY}", "--nodes", "150000", *extra],
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_analyses(book: Path, at_least: int, proc: subprocess.Popen) -> None:
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if query(book, "SELECT count(*) FROM analyses")[0][0] >= at_least:
-                return
-        except sqlite3.Error:
-            pass
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    raise AssertionError("refine search made no progress")
+def _search_until_fault(tmp_path: Path, book: Path, fault: str) -> tuple[int, str, str]:
+    """``bookgen refine search`` (Fairy-Stockfish) with BOOKGEN_FAULT=``fault``."""
+    process = Bookgen(tmp_path, "refine", "search", "-b", book, "--engine", f"usi:{FAIRY}",
+                      "--nodes", "150000", env={"BOOKGEN_FAULT": fault})
+    try:
+        return process.finish(deadline=120)
+    finally:
+        stop_all(process, {})
 
 
 def test_sigkill_mid_run_then_resume(grown, tmp_path):
     book = copy_of(grown, tmp_path)
-    proc = _start_search(book)
-    _wait_for_analyses(book, 2, proc)
-    assert proc.poll() is None, "still running when killed"
-    proc.kill()
-    proc.wait()
+    code, _out, err = _search_until_fault(tmp_path, book, "refine-search-recorded@3")
+    assert code == -signal.SIGKILL, err  # killed after its third analysis was recorded
     assert integrity_ok(book)
     killed = query(book, "SELECT count(*) FROM analyses")[0][0]
-    assert 2 <= killed < 8
+    assert killed == 3
     assert last_run(book)[2] == "running"
     result = run_cli("refine", "search", "-b", book, "--engine", f"usi:{FAIRY}",
                      "--nodes", "150000", "--json")
@@ -276,15 +262,12 @@ def test_sigkill_mid_run_then_resume(grown, tmp_path):
 
 def test_ctrl_c_stops_exits_130_and_keeps_what_was_recorded(grown, tmp_path):
     book = copy_of(grown, tmp_path)
-    proc = _start_search(book)
-    _wait_for_analyses(book, 1, proc)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    code, out, err = _search_until_fault(tmp_path, book, "refine-search-recorded@2:SIGINT")
+    assert code == 130, err
     assert "interrupted" in out and "Traceback" not in err
     run_id, _c, status, _e, _p, counts = last_run(book)
     assert status == "interrupted"
-    assert json.loads(counts)["analysed"] == len(analyses(book, run_id)) < 8
+    assert json.loads(counts)["analysed"] == len(analyses(book, run_id)) == 2
 
 
 def test_crashing_engine_is_survived(grown, tmp_path):

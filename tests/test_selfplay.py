@@ -85,6 +85,7 @@ def builtin_run(tmp_path_factory):
     return tmp, summary
 
 
+@pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 def test_builtin_games_write_legal_records(builtin_run):
     tmp, summary = builtin_run
     records = np.fromfile(tmp / "out.hcpe", HCPE)

@@ -40,6 +40,7 @@ def data(tmp_path_factory):
     return tmp
 
 
+@pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 def test_training_lowers_the_loss_and_saves_a_loadable_model(data):
     output = data / "model.pt"
     summary = train([data / "data.hcpe"], output, epochs=4, batch_size=32, lr=0.02,
@@ -71,6 +72,7 @@ def test_training_lowers_the_loss_and_saves_a_loadable_model(data):
     assert again.loss < summary.initial_train.loss
 
 
+@pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 def test_continue_from_a_model(data):
     first = data / "first.pt"
     train([data / "data.hcpe"], first, epochs=1, batch_size=64, **TINY)

@@ -228,11 +228,24 @@ def test_fairy_time_and_depth_limits_and_infinite(fairy):
         result = fairy.go(**limits)
         assert result.bestmove in legal, limits
     fairy.go_infinite()
-    time.sleep(0.2)
-    result = fairy.stop()
-    assert result.bestmove in legal and result.best.depth >= 1
+    result = fairy.stop()  # at once: the search may not have printed any info yet
+    assert result.bestmove in legal and result.lines[-1].startswith("bestmove")
+    assert fairy.go(depth=2).bestmove in legal  # still usable
     with pytest.raises(ValueError):
         fairy.go(nodes=-1)
+
+
+def test_infinite_search_collects_its_lines_until_stop():
+    """An infinite search's output, up to the bestmove that answers ``stop``, is the
+    result (the engine prints it only once told to stop)."""
+    with UsiEngine(fake("fake_engine.py", "--multipv", "--until-stop-on-go", "1")) as engine:
+        engine.setoption("MultiPV", 2)
+        engine.position("startpos")
+        engine.go_infinite()
+        result = engine.stop()
+    assert [info.multipv for info in result.ranked()] == [1, 2]
+    assert result.best.depth == 3 and result.bestmove == result.best.pv[0]
+    assert result.lines[-1] == f"bestmove {result.bestmove}"
 
 
 def test_fairy_mate_in_one(fairy):
@@ -474,9 +487,9 @@ def test_default_search_timeouts_scale_with_the_limits(monkeypatch):
     waits = []
     original = UsiEngine.wait_bestmove
 
-    def spy(self, timeout, stop_on_timeout=True):
+    def spy(self, timeout, *args, **kwargs):
         waits.append(timeout)
-        return original(self, timeout, stop_on_timeout)
+        return original(self, timeout, *args, **kwargs)
 
     monkeypatch.setattr(UsiEngine, "wait_bestmove", spy)
     with UsiEvaluator(fake("fake_engine.py"), nodes=200_000) as evaluator:

@@ -22,6 +22,13 @@ It plays legal moves (with cshogi) and misbehaves on request:
 --first-start-only P  answer ``usi`` only if file P does not exist yet (it is created): the
                     engine's later starts never answer it (with --mark-dir: hung-PID)
 --hang-on-quit      ignore ``quit`` and hang (with --mark-dir: hung-PID)
+--log PATH          append every command line received to PATH
+--clock-file PATH   a fake clock (milliseconds, in PATH) that the test's bookgen reads:
+                    the N-th ``go`` advances it by the N-th number of --spend (0 past
+                    the list) before answering
+--spend MS,MS,...   the milliseconds each ``go`` takes on the --clock-file clock
+--until-stop-on-go N  answer the N-th ``go`` only after ``stop`` (an infinite search, or
+                    an engine past its time that obeys ``stop``)
 """
 
 from __future__ import annotations
@@ -50,6 +57,14 @@ def _mark(event: str) -> None:
         os.replace(path + ".tmp", path)
 
 
+def _advance_clock(path: str, milliseconds: int) -> None:
+    with open(path) as handle:
+        now = int(handle.read() or 0)
+    with open(path + ".tmp", "w") as handle:
+        handle.write(str(now + milliseconds))
+    os.replace(path + ".tmp", path)  # the reader sees the old or the new time, whole
+
+
 def _hang() -> None:
     _mark("hung")
     while True:
@@ -76,6 +91,10 @@ def main(defaults: list[str]) -> None:
     parser.add_argument("--no-bestmove", action="store_true")
     parser.add_argument("--first-start-only")
     parser.add_argument("--hang-on-quit", action="store_true")
+    parser.add_argument("--log")
+    parser.add_argument("--clock-file")
+    parser.add_argument("--spend", default="")
+    parser.add_argument("--until-stop-on-go", type=int, default=0)
     args = parser.parse_args(defaults + sys.argv[1:])
     global _mark_dir
     _mark_dir = args.mark_dir
@@ -86,7 +105,11 @@ def main(defaults: list[str]) -> None:
     multipv = 1
     ply = 0
     script = open(args.script).read().split() if args.script else None
+    spend = [int(ms) for ms in args.spend.split(",") if ms]
+    log = open(args.log, "a", buffering=1) if args.log else None
     for line in sys.stdin:
+        if log is not None:
+            log.write(line)
         tokens = line.split()
         if not tokens:
             continue
@@ -132,6 +155,14 @@ def main(defaults: list[str]) -> None:
             if gos == args.hang_on_go or (args.hang_if_exists
                                           and os.path.exists(args.hang_if_exists)):
                 _hang()
+            if args.clock_file:
+                _advance_clock(args.clock_file, spend[gos - 1] if gos <= len(spend) else 0)
+            if gos == args.until_stop_on_go:
+                for waiting in sys.stdin:
+                    if log is not None:
+                        log.write(waiting)
+                    if waiting.split()[:1] == ["stop"]:
+                        break
             if args.no_bestmove:
                 sys.stdout.buffer.write(b"info string \xff\xfe\x00 binary \x1b[2J garbage\n")
                 _say("bestmove")
