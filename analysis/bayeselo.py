@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from analysis.ratings import _aggregate, _components, _group_text, _score_edges
-from analysis.results import Game
+from bookgen.analysis.ratings import _aggregate, _components, _group_text, _score_edges
+from bookgen.analysis.results import Game
 from bookgen.errors import BookgenError
 
 __all__ = ["BayesEloPlayer", "BayesEloTable", "display_scale", "fit_bayeselo"]

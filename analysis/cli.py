@@ -1,5 +1,5 @@
-"""``bookgen suite``: the command-line side of :mod:`analysis.suites` (book
-suites) and :mod:`analysis.records` (suites from game records)."""
+"""``bookgen suite``: the command-line side of :mod:`bookgen.analysis.suites` (book
+suites) and :mod:`bookgen.analysis.records` (suites from game records)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def suite_command(more_records: tuple[str, ...], book: str, records: tuple[str, 
     view, as for book suites. Bad records are reported on stderr as
     FILE: reason and skipped (--strict: exit 2).
     """
-    from analysis.suites import make_suite, parse_plies
+    from bookgen.analysis.suites import make_suite, parse_plies
 
     ply_list = parse_plies(plies) if plies is not None else None
     if ply_list is not None and (_given("min_ply") or _given("max_ply")):
@@ -129,7 +129,7 @@ def suite_command(more_records: tuple[str, ...], book: str, records: tuple[str, 
                              max_ply=max_ply, plies=ply_list, values=values, limit=limit,
                              per_line_cap=per_line_cap, cap_plies=cap_plies, seed=seed)
     else:
-        from analysis.records import make_suite_from_records
+        from bookgen.analysis.records import make_suite_from_records
 
         summary = make_suite_from_records(
             output, [*records, *more_records], max_value=max_value, min_ply=min_ply,

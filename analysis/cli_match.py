@@ -1,4 +1,4 @@
-"""``bookgen match``: the command-line side of :mod:`analysis.match`."""
+"""``bookgen match``: the command-line side of :mod:`bookgen.analysis.match`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from bookgen.errors import BookgenError
 def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
                   options: tuple[str, ...]) -> list:
     """PlayerSpecs from ``NAME=usi:CMD``, builtin ``NAME`` and ``NAME:KEY=VALUE`` options."""
-    from analysis.players import BUILTIN, PlayerSpec
+    from bookgen.analysis.players import BUILTIN, PlayerSpec
 
     entries: list[tuple[str, str]] = []
     for text in engines:
@@ -122,8 +122,8 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
           --engine gps=usi:/usr/games/gpsusi --option gps:BookDepth=0 \\
           --openings suite.txt --byoyomi 1000 --games 20 -o results.sqlite
     """
-    from analysis.match import run_match
-    from analysis.players import TimeControl
+    from bookgen.analysis.match import run_match
+    from bookgen.analysis.players import TimeControl
 
     players = parse_players(engines, builtins, options)
     fmt = fmt or ("pairs" if len(players) == 2 else "round-robin")
@@ -133,7 +133,7 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
         control = TimeControl(byoyomi=1000, margin=margin, engine_timeout=engine_timeout)
     test = None
     if sprt is not None:
-        from analysis.match import parse_match_sprt
+        from bookgen.analysis.match import parse_match_sprt
 
         test = parse_match_sprt(sprt, [p.name for p in players], alpha=sprt_alpha,
                                 beta=sprt_beta, model=sprt_model)

@@ -1,5 +1,5 @@
-"""``bookgen rate``: the command-line side of :mod:`analysis.ratings` (Ordo) and
-:mod:`analysis.bayeselo`."""
+"""``bookgen rate``: the command-line side of :mod:`bookgen.analysis.ratings` (Ordo) and
+:mod:`bookgen.analysis.bayeselo`."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def rate_command(results: tuple[str, ...], white_advantage: bool, draw_rate: boo
       bookgen rate match.sqlite old.pgn -W -D -s 1000 --anchor base
       bookgen rate match.sqlite --model bayeselo --json
     """
-    from analysis.results import load_games
+    from bookgen.analysis.results import load_games
 
     if anchor is not None and average is not None:
         raise BookgenError("--anchor and --average cannot be used together (the anchor's "
@@ -114,8 +114,8 @@ def rate_command(results: tuple[str, ...], white_advantage: bool, draw_rate: boo
 
     table: Any
     if model == "bayeselo":
-        from analysis.bayeselo import DEFAULT_ADVANTAGE, DEFAULT_DRAW_ELO, DEFAULT_PRIOR
-        from analysis.bayeselo import fit_bayeselo
+        from bookgen.analysis.bayeselo import DEFAULT_ADVANTAGE, DEFAULT_DRAW_ELO, DEFAULT_PRIOR
+        from bookgen.analysis.bayeselo import fit_bayeselo
 
         table = fit_bayeselo(
             games, advantage=None if white_advantage else DEFAULT_ADVANTAGE,
@@ -124,7 +124,7 @@ def rate_command(results: tuple[str, ...], white_advantage: bool, draw_rate: boo
             average=average or 0.0, anchor=anchor, anchor_rating=anchor_rating or 0.0)
         ratings = {p.name: p.rating for p in table.players}
     else:
-        from analysis.ratings import DEFAULT_SCALE, fit_ratings
+        from bookgen.analysis.ratings import DEFAULT_SCALE, fit_ratings
 
         table = fit_ratings(
             games, white_advantage=white_advantage, draw_rate=draw_rate,
@@ -135,7 +135,7 @@ def rate_command(results: tuple[str, ...], white_advantage: bool, draw_rate: boo
 
     rows = None
     if head_to_head:
-        from analysis.ratings import head_to_head as pairings
+        from bookgen.analysis.ratings import head_to_head as pairings
 
         rows = pairings(games, ratings)
     if as_json:

@@ -1,4 +1,4 @@
-"""``bookgen report``: the command-line side of :mod:`analysis.report`."""
+"""``bookgen report``: the command-line side of :mod:`bookgen.analysis.report`."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
       bookgen report match.sqlite -b book.sqlite -o report.html --markdown report.md
       bookgen report match.sqlite -o r.html --sprt new,base,0,2
     """
-    from analysis.document import check_output
-    from analysis.report import build_report, report_summary, write_html, write_markdown
+    from bookgen.analysis.document import check_output
+    from bookgen.analysis.report import build_report, report_summary, write_html, write_markdown
 
     if simulations == 1:
         raise BookgenError("--simulations must be 0 or at least 2")

@@ -1,5 +1,5 @@
 """``bookgen sprt`` and ``bookgen outcomes``: the command-line side of
-:mod:`analysis.pairstats` and :mod:`analysis.outcomes`.
+:mod:`bookgen.analysis.pairstats` and :mod:`bookgen.analysis.outcomes`.
 
 Both read results files (SQLite, opened read-only, so a file that a running
 match is writing can be read) and PGN files.
@@ -46,8 +46,8 @@ def sprt_command(results: tuple[str, ...], engine: str, opponent: str, elo0: flo
     says how many); with --trinomial, or without any complete pair, every
     game counts on its own.
     """
-    from analysis.pairstats import sprt
-    from analysis.results import load_games
+    from bookgen.analysis.pairstats import sprt
+    from bookgen.analysis.results import load_games
 
     games = load_games(results)
     result = sprt(games, engine, opponent, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
@@ -78,8 +78,8 @@ def outcomes_command(results: tuple[str, ...], endings: tuple[str, ...],
     (chi2_contingency, Fisher's exact test on a small 2x2 table) and
     Holm-corrected pairwise tests.
     """
-    from analysis.outcomes import outcome_table, test_rate
-    from analysis.results import load_games
+    from bookgen.analysis.outcomes import outcome_table, test_rate
+    from bookgen.analysis.results import load_games
 
     games = load_games(results)
     if not games:

@@ -1,10 +1,10 @@
 """``bookgen match``: engine matches from an openings file, with the rules enforced by the runner.
 
 Each opening is played twice with colours swapped (see
-:mod:`analysis.schedule`). The runner, not the engines, decides how a game
+:mod:`bookgen.analysis.schedule`). The runner, not the engines, decides how a game
 ends (:mod:`bookgen.rules`): an illegal move or a false declaration loses,
 a side whose clock runs more than ``margin`` below zero loses on time
-(:meth:`TimeControl.spend <analysis.players.TimeControl.spend>`), fourfold repetition
+(:meth:`TimeControl.spend <bookgen.analysis.players.TimeControl.spend>`), fourfold repetition
 is a draw unless one side checked on every move (that side loses),
 a declaration that meets the 27-point rule wins, ``max_ply`` plies from the
 initial position (opening moves included) draw, and with ``resign`` a side
@@ -13,7 +13,7 @@ resigns. An engine that crashes or hangs loses the game ("engine failure",
 or "time forfeit" under a clock) and is restarted for its next game.
 
 Every finished game is written to the results file at once (its own
-transaction; see :mod:`analysis.results`), and optionally appended to a PGN
+transaction; see :mod:`bookgen.analysis.results`), and optionally appended to a PGN
 file (sente as "White") and written as a CSA record. Rerunning the same
 command plays only the games the results file lacks. Ctrl-C stops at once:
 the games in flight are dropped (their engines killed), the match is marked
@@ -37,9 +37,9 @@ from typing import Any, TextIO
 
 import cshogi
 
-from analysis.players import Player, PlayerFailure, PlayerSpec, TimeControl, build_player
-from analysis.results import Game, ResultsFile, write_pgn_game
-from analysis.schedule import FORMATS, GameTask, match_key, schedule
+from bookgen.analysis.players import Player, PlayerFailure, PlayerSpec, TimeControl, build_player
+from bookgen.analysis.results import Game, ResultsFile, write_pgn_game
+from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
 from bookgen.progress import progress_bar
@@ -125,7 +125,7 @@ class MatchSprt:
     def result(self, games: Sequence[Game]) -> Any:
         """The test's state on ``games`` (an ``SprtResult``), None before any game
         between the two."""
-        from analysis.pairstats import sprt
+        from bookgen.analysis.pairstats import sprt
 
         try:
             return sprt(games, self.engine, self.opponent, elo0=self.elo0, elo1=self.elo1,
@@ -467,7 +467,7 @@ def _control_key(control: TimeControl) -> dict[str, Any]:
 
 def _sprt_stop(sprt: MatchSprt, also: Callable[[list[Game]], str | None] | None
                ) -> Callable[[list[Game]], str | None]:
-    from analysis.pairstats import verdict_sentence
+    from bookgen.analysis.pairstats import verdict_sentence
 
     def stop_when(games: list[Game]) -> str | None:
         if also is not None:
@@ -613,7 +613,7 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
                               "kept in it") from None
     if csa_path is not None:
         from bookgen.rules import Outcome
-        from selfplay.games import write_csa_record
+        from bookgen.selfplay.games import write_csa_record
 
         result = {"black": Result.BLACK_WIN, "white": Result.WHITE_WIN}.get(game.result,
                                                                          Result.DRAW)

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
-from analysis.results import Game
+from bookgen.analysis.results import Game
 from bookgen.errors import BookgenError
 
 __all__ = ["RateTest", "ending_labels", "holm", "outcome_table", "test_rate"]

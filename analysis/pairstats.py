@@ -34,7 +34,7 @@ from typing import Any
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from analysis.results import Game
+from bookgen.analysis.results import Game
 from bookgen.errors import BookgenError
 
 __all__ = ["EloEstimate", "PairCounts", "SprtResult", "count_games", "elo_pentanomial",

@@ -61,7 +61,7 @@ from scipy import optimize, special, stats
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from analysis.results import Game
+from bookgen.analysis.results import Game
 from bookgen.errors import BookgenError
 
 __all__ = ["DEFAULT_SCALE", "PlayerRating", "RatingTable", "draw_probability",

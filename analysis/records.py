@@ -45,7 +45,7 @@ from typing import Any
 import cshogi
 from cshogi import CSA, KIF  # submodules: 'import cshogi' alone does not load them
 
-from analysis.suites import SuiteLine, ply_filter, write_suite
+from bookgen.analysis.suites import SuiteLine, ply_filter, write_suite
 from bookgen.errors import BookgenError
 from bookgen.position import STARTPOS_SFEN, InvalidPosition, board_key, parse_sfen
 

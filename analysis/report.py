@@ -8,10 +8,10 @@ they write, since player names come from engines and users and may hold
 markup. The content:
 
 - provenance: the files read, the number of games, the players, the date;
-- the Ordo rating table (:func:`analysis.ratings.fit_ratings`, the columns of
+- the Ordo rating table (:func:`bookgen.analysis.ratings.fit_ratings`, the columns of
   ``bookgen rate``) and plots of the ratings and of W/D/L per player;
 - the pairwise matrix: each pair's Elo difference with its margin and LOS
-  from :mod:`analysis.pairstats` on that pair's games, counted per
+  from :mod:`bookgen.analysis.pairstats` on that pair's games, counted per
   colour-swapped pair (pentanomial) when complete pairs exist;
 - the SPRT state of each requested ``(A, B, elo0, elo1)`` and of each SPRT a
   ``bookgen match --sprt`` recorded in a results file (on that match's
@@ -20,16 +20,16 @@ markup. The content:
 - with exactly two players, a head-to-head table instead of the pairwise
   matrix, and each ending tested once (one's loss is the other's win): every
   fact is shown once;
-- outcomes: the per-player ending table and :func:`analysis.outcomes.test_rate`
+- outcomes: the per-player ending table and :func:`bookgen.analysis.outcomes.test_rate`
   for every ending present, with its warnings and the note on paired games;
 - score by colour and game lengths;
 - with a book: its size run after run (the ``runs`` table), the ply and
   best-value distributions of its positions and the mistakes of each
   ``refine mistakes`` run.
 
-The layout and rendering live in :mod:`analysis.document` (self-contained
+The layout and rendering live in :mod:`bookgen.analysis.document` (self-contained
 HTML, Markdown with its figures in ``<stem>_files/``, atomic writes); the
-book part in :mod:`analysis.report_book`.
+book part in :mod:`bookgen.analysis.report_book`.
 """
 
 from __future__ import annotations
@@ -45,16 +45,16 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import plots
-from analysis.document import (Block, Bullets, Heading, Image, Paragraph, Section, Table,
+from bookgen.analysis import plots
+from bookgen.analysis.document import (Block, Bullets, Heading, Image, Paragraph, Section, Table,
                                atomic_write, check_output, markdown_escape, plural,
                                render_html_page, render_markdown_page)
-from analysis.outcomes import PAIRED_NOTE, RateTest, outcome_table, test_rate
-from analysis.pairstats import (EloEstimate, PairCounts, SprtResult, count_games,
+from bookgen.analysis.outcomes import PAIRED_NOTE, RateTest, outcome_table, test_rate
+from bookgen.analysis.pairstats import (EloEstimate, PairCounts, SprtResult, count_games,
                                 elo_pentanomial, elo_trinomial, sprt, verdict_sentence)
-from analysis.ratings import RatingTable, _round_half_up, fit_ratings
-from analysis.report_book import BookSummary, book_section, read_book
-from analysis.results import Game, load_games, recorded_sprts
+from bookgen.analysis.ratings import RatingTable, _round_half_up, fit_ratings
+from bookgen.analysis.report_book import BookSummary, book_section, read_book
+from bookgen.analysis.results import Game, load_games, recorded_sprts
 from bookgen import __version__
 from bookgen.errors import BookgenError
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import plots
-from analysis.document import Heading, Image, Paragraph, Section, Table, plural
+from bookgen.analysis import plots
+from bookgen.analysis.document import Heading, Image, Paragraph, Section, Table, plural
 from bookgen.errors import BookgenError
 
 __all__ = ["BookSummary", "book_section", "read_book"]

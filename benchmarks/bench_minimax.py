@@ -30,7 +30,7 @@ from generate_book import generate  # noqa: E402
 
 _WRAPPER = """
 import json, resource, sys
-from refine.minimax import refine_minimax
+from bookgen.refine.minimax import refine_minimax
 summary = refine_minimax(sys.argv[1], method=sys.argv[2])
 own = resource.getrusage(resource.RUSAGE_SELF)
 workers = resource.getrusage(resource.RUSAGE_CHILDREN)

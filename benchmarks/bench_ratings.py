@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.bayeselo import fit_bayeselo  # noqa: E402
-from analysis.ratings import beta_for, fit_ratings  # noqa: E402
-from analysis.results import Game  # noqa: E402
+from bookgen.analysis.bayeselo import fit_bayeselo  # noqa: E402
+from bookgen.analysis.ratings import beta_for, fit_ratings  # noqa: E402
+from bookgen.analysis.results import Game  # noqa: E402
 
 
 def make_games(players: int, games: int, seed: int) -> list[Game]:

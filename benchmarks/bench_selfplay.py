@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from selfplay.games import selfplay
-from selfplay.train import train
+from bookgen.selfplay.games import selfplay
+from bookgen.selfplay.train import train
 
 FAIRY = "/usr/games/fairy-stockfish"
 STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",

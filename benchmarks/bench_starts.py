@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 
 _WRAPPER = """
 import cProfile, json, resource, sys, time
-from selfplay.starts import make_starts
+from bookgen.selfplay.starts import make_starts
 out, book, fmt, source, profile = sys.argv[1:6]
 profiler = cProfile.Profile() if profile else None
 start = time.perf_counter()

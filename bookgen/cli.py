@@ -338,14 +338,14 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
 
 
 from bookgen.cli_model import model_group  # noqa: E402
-from refine.cli import refine_group  # noqa: E402
-from selfplay.cli import starts_command  # noqa: E402
-from selfplay.cli_games import selfplay_command, train_command  # noqa: E402
-from analysis.cli import suite_command  # noqa: E402
-from analysis.cli_match import match_command  # noqa: E402
-from analysis.cli_stats import outcomes_command, sprt_command  # noqa: E402
-from analysis.cli_rate import rate_command  # noqa: E402
-from analysis.cli_report import report_command  # noqa: E402
+from bookgen.refine.cli import refine_group  # noqa: E402
+from bookgen.selfplay.cli import starts_command  # noqa: E402
+from bookgen.selfplay.cli_games import selfplay_command, train_command  # noqa: E402
+from bookgen.analysis.cli import suite_command  # noqa: E402
+from bookgen.analysis.cli_match import match_command  # noqa: E402
+from bookgen.analysis.cli_stats import outcomes_command, sprt_command  # noqa: E402
+from bookgen.analysis.cli_rate import rate_command  # noqa: E402
+from bookgen.analysis.cli_report import report_command  # noqa: E402
 
 main.add_command(model_group)
 main.add_command(refine_group)

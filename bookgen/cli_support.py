@@ -2,7 +2,7 @@
 ``--wait`` option.
 
 Kept apart from :mod:`bookgen.cli` so that command modules in other packages
-(``bookgen.cli_model``, ``refine.cli_*``, ``selfplay.cli``) can use it
+(``bookgen.cli_model``, ``refine.cli_*``, ``bookgen.selfplay.cli``) can use it
 without an import cycle.
 """
 

@@ -55,7 +55,7 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
 
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:
-    from refine.minimax import draw_cp   # the same conversion refine used
+    from bookgen.refine.minimax import draw_cp   # the same conversion refine used
 
     row = store.conn.execute(
         "SELECT params FROM runs WHERE command = ? AND status = 'done' ORDER BY id DESC "

@@ -17,7 +17,7 @@ def refine_group() -> None:
 
 
 def _register() -> None:
-    from refine import cli_minimax, cli_search  # noqa: F401  (commands attach themselves)
+    from bookgen.refine import cli_minimax, cli_search  # noqa: F401  (commands attach themselves)
 
 
 _register()

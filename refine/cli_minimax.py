@@ -1,4 +1,4 @@
-"""``bookgen refine minimax``: a thin layer over :func:`refine.minimax.refine_minimax`."""
+"""``bookgen refine minimax``: a thin layer over :func:`bookgen.refine.minimax.refine_minimax`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 
 from bookgen.cli_support import reports_errors, wait_option
 from bookgen.store import DEFAULT_BOOK
-from refine.cli import refine_group
+from bookgen.refine.cli import refine_group
 
 book_option = click.option(
     "-b", "--book", default=DEFAULT_BOOK, show_default=True,
@@ -62,7 +62,7 @@ def minimax_command(book: str, draw_value_black: int, draw_value_white: int, met
     moves with count 0 and no value, for 'bookgen export --values minimax'.
     Everything is written in one transaction with its runs row.
     """
-    from refine.minimax import refine_minimax
+    from bookgen.refine.minimax import refine_minimax
 
     summary = refine_minimax(book, draw_value_black=draw_value_black,
                              draw_value_white=draw_value_white, method=method, workers=workers,

@@ -1,7 +1,7 @@
 """``bookgen refine search`` and ``bookgen refine mistakes``.
 
-Thin click layers over :func:`refine.search.search` and
-:func:`refine.mistakes.mistakes`; the work is imported only when a command runs.
+Thin click layers over :func:`bookgen.refine.search.search` and
+:func:`bookgen.refine.mistakes.mistakes`; the work is imported only when a command runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from bookgen.cli_support import (DEFAULT_TIMEOUT_HELP, exit_if_interrupted, repo
 from bookgen.evaluators import batch_size_help
 from bookgen.files import atomic_write
 from bookgen.store import DEFAULT_BOOK
-from refine.cli import refine_group
+from bookgen.refine.cli import refine_group
 
 _SELECTIONS = ("all", "leaves", "principal", "visits")
 
@@ -72,7 +72,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     the run (exit code 2).
     """
     from bookgen.evaluators.usi import parse_options
-    from refine.search import search
+    from bookgen.refine.search import search
 
     options = parse_options(list(engine_options))
     summary = search(book, engine=engine, engine_options=options, nodes=nodes,
@@ -138,7 +138,7 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
     position along its shortest book line from the initial position ('sfen
     ...' when it has none), usable as a roots file.
     """
-    from refine.mistakes import mistakes, position_line
+    from bookgen.refine.mistakes import mistakes, position_line
 
     summary = mistakes(book, engine=engine, analysis_run=analysis_run, threshold=threshold,
                        opp_threshold=opp_threshold, diff=diff, iterate=iterate,

@@ -1,6 +1,6 @@
 """``bookgen refine minimax``: minimax values over the whole book graph.
 
-The graph (:mod:`refine.graph`) has every book position with moves as a node
+The graph (:mod:`bookgen.refine.graph`) has every book position with moves as a node
 and every legal move into a node as an edge (transpositions included). The
 value of a position is that of the game played from it over the book:
 
@@ -72,7 +72,7 @@ from scipy.sparse.csgraph import connected_components
 from bookgen.errors import BookgenError
 from bookgen.store import DEFAULT_BOOK, Book, fault_point
 from bookgen.values import MATE_VALUE, value_to_cp
-from refine.graph import REFINE_MINIMAX_COMMAND, MinimaxGraph, build_graph
+from bookgen.refine.graph import REFINE_MINIMAX_COMMAND, MinimaxGraph, build_graph
 
 METHODS = ("retrograde", "negascout")
 
@@ -625,7 +625,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
         if method == "retrograde":
             result = retrograde(graph, draw_value_black, draw_value_white, structure)
         else:
-            from refine.negascout import negascout
+            from bookgen.refine.negascout import negascout
 
             result = negascout(graph, draw_value_black, draw_value_white, structure)
         result.seconds = time.perf_counter() - propagation_started

@@ -55,7 +55,7 @@ from bookgen.position import board_key, signed64
 from bookgen.runcontrol import Interrupted, RunStop, mark_dead_runs, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book, now
 from bookgen.values import MATE_VALUE
-from refine.search import BookIndex, EngineSettings, matching_runs, search
+from bookgen.refine.search import BookIndex, EngineSettings, matching_runs, search
 
 __all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Mistake", "MistakesSummary", "classify",
            "find_mistakes", "mistakes", "position_line"]
@@ -455,7 +455,7 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
 def _run_minimax(store: Book, summary: MistakesSummary) -> None:
     """Propagate over the whole graph with ``refine minimax`` when it is installed."""
     try:
-        from refine.minimax import refine_minimax  # type: ignore[import-not-found]
+        from bookgen.refine.minimax import refine_minimax  # type: ignore[import-not-found]
     except ImportError:
         note = "refine minimax is not available: values propagated by grow only"
         if note not in summary.notes:

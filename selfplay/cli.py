@@ -1,4 +1,4 @@
-"""``bookgen starts``: the command-line side of :mod:`selfplay.starts`."""
+"""``bookgen starts``: the command-line side of :mod:`bookgen.selfplay.starts`."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from bookgen.store import DEFAULT_BOOK
 @reports_errors
 def starts_command(**kwargs: Any) -> None:
     """Write self-play start positions chosen from the book (duplicates removed)."""
-    from selfplay.starts import make_starts
+    from bookgen.selfplay.starts import make_starts
 
     as_json = kwargs.pop("as_json")
     output = kwargs.pop("output")

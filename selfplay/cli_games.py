@@ -1,5 +1,5 @@
 """``bookgen selfplay`` and ``bookgen train``: the command-line side of
-:mod:`selfplay.games` and :mod:`selfplay.train`.
+:mod:`bookgen.selfplay.games` and :mod:`bookgen.selfplay.train`.
 
 Both commands import their library modules (and torch) only when they run.
 """
@@ -108,7 +108,7 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     the finished games and drops those in flight (exit code 130).
     """
     from bookgen.runcontrol import in_flight
-    from selfplay.games import selfplay
+    from bookgen.selfplay.games import selfplay
 
     evaluator_options: dict[str, Any] = {}
     if batch_size is not None and batch_size > 1 and any(
@@ -186,7 +186,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
     every epoch and on --eval-on files before and after. Ctrl-C stops after
     the current batch and saves the model trained so far.
     """
-    from selfplay.train import train
+    from bookgen.selfplay.train import train
 
     files = list(data) + list(more_data)
     if not files:

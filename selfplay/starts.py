@@ -9,7 +9,7 @@ weighted by visits, and written as:
   initial position (what ``cshogi.cli``, ShogiHome and the match runner read),
   ``sfen ...`` for positions the book does not reach from there (child links,
   shortest lines and the leaves/principal selections are refine's
-  :class:`~refine.search.BookIndex`, shared with ``refine search``);
+  :class:`~bookgen.refine.search.BookIndex`, shared with ``refine search``);
 - ``sfen``: ``sfen <sfen> <ply>`` lines;
 - ``hcp``: raw 32-byte ``cshogi.HuffmanCodedPos`` records, dlshogi's ``roots.hcp``;
 - ``psfen``: raw 32-byte ``cshogi.PackedSfen`` records (YaneuraOu).
@@ -38,7 +38,7 @@ import numpy as np
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 from bookgen.store import DEFAULT_BOOK, Book
-from refine.search import NULL, BookIndex, find_rows, parallel_map, sql_int_columns
+from bookgen.refine.search import NULL, BookIndex, find_rows, parallel_map, sql_int_columns
 
 FORMATS = ("usi", "sfen", "hcp", "psfen")
 SOURCES = ("all", "leaves", "principal", "mistakes")
@@ -51,7 +51,7 @@ _RECORDS = {"hcp": cshogi.HuffmanCodedPos, "psfen": cshogi.PackedSfen}
 
 
 class _Positions:
-    """The positions with moves as columns, in id order (NULL: refine.search.NULL)."""
+    """The positions with moves as columns, in id order (NULL: bookgen.refine.search.NULL)."""
 
     def __init__(self, store: Book, values: str) -> None:
         column = "coalesce(minimax_value, value)" if values == "minimax" else "value"

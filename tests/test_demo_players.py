@@ -15,9 +15,9 @@ import sqlite3
 import cshogi
 import pytest
 
-from analysis.pairstats import count_games, elo_pentanomial
-from analysis.players import BUILTIN_OPTIONS
-from analysis.results import load_games
+from bookgen.analysis.pairstats import count_games, elo_pentanomial
+from bookgen.analysis.players import BUILTIN_OPTIONS
+from bookgen.analysis.results import load_games
 from bookgen.search import Searcher
 from conftest import ROOT, run_cli
 

@@ -14,10 +14,10 @@ import cshogi
 import cshogi.CSA
 import pytest
 
-from analysis.match import MatchSettings, play_game
-from analysis.players import PlayerSpec, Reply, TimeControl, UsiPlayer
-from analysis.results import load_games
-from analysis.schedule import GameTask, schedule
+from bookgen.analysis.match import MatchSettings, play_game
+from bookgen.analysis.players import PlayerSpec, Reply, TimeControl, UsiPlayer
+from bookgen.analysis.results import load_games
+from bookgen.analysis.schedule import GameTask, schedule
 from bookgen.errors import BookgenError
 from bookgen.rules import GameState
 from conftest import PYTHON, ROOT, run_cli
@@ -122,7 +122,7 @@ def test_schedule_pairs_swap_colours_and_keys_are_stable():
 
 
 def test_clocks_fischer_lag_accumulates_and_byoyomi_resets():
-    from analysis.players import TimeControl
+    from bookgen.analysis.players import TimeControl
 
     fischer = TimeControl(time=1000, inc=100, margin=300)
     clocks = {cshogi.BLACK: 1000, cshogi.WHITE: 1000}
@@ -346,7 +346,7 @@ def test_concurrency_plays_the_same_schedule(tmp_path):
                 results="two.sqlite")
     assert one["played"] == two["played"] == 6
     # Games reach the PGN in completion order; its Pair tags keep the pairs.
-    from analysis.pairstats import count_games
+    from bookgen.analysis.pairstats import count_games
     from_pgn = count_games(load_games([tmp_path / "two.pgn"]), "f", "b")
     from_results = count_games(load_games([tmp_path / "two.sqlite"]), "f", "b")
     assert from_pgn == from_results and from_pgn.unpaired == 0
@@ -573,7 +573,7 @@ def test_sprt_stops_the_match_when_the_test_ends(tmp_path):
     assert verdict["verdict"] == "H0"
     # One pair fewer would not have ended the test.
     games = load_games([tmp_path / "r.sqlite"])[:-2]
-    from analysis.pairstats import sprt
+    from bookgen.analysis.pairstats import sprt
     assert sprt(games, "bad", "ok", elo0=0, elo1=100).verdict is None
 
 

@@ -343,7 +343,7 @@ def test_perpetual_check_books_match_the_reference(tmp_path, seed):
 def test_random_books_match_the_reference_through_the_api(tmp_path):
     from hypothesis import given, settings
     from hypothesis import strategies as st
-    from refine.minimax import refine_minimax
+    from bookgen.refine.minimax import refine_minimax
 
     counter = iter(range(10**6))
 
@@ -570,7 +570,7 @@ def test_rerun_is_idempotent_and_recorded(tmp_path):
 
 
 def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
-    from refine import minimax
+    from bookgen.refine import minimax
 
     book = shuffle_book(2, positions=20)
     path = import_book(tmp_path, book)
@@ -596,7 +596,7 @@ def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
     import numpy as np
 
     from bookgen.store import Book
-    from refine import graph
+    from bookgen.refine import graph
 
     book = shuffle_book(4, positions=60, push_rate=0.3)
     path = import_book(tmp_path, book)
@@ -742,8 +742,8 @@ def test_trusted_score_keeps_rare_moves_from_looking_better(tmp_path):
 
 def test_negascout_budget_falls_back_and_says_so(tmp_path):
     from bookgen.store import Book
-    from refine.graph import build_graph
-    from refine.negascout import negascout
+    from bookgen.refine.graph import build_graph
+    from bookgen.refine.negascout import negascout
 
     book = shuffle_book(11, positions=30, push_rate=0.15)
     path = import_book(tmp_path, book)
@@ -783,7 +783,7 @@ def test_errors_are_one_line(tmp_path):
     run_cli("refine", "minimax", "-b", path, "--draw-value-black", 1001, expect=2)
     run_cli("refine", "minimax", "-b", path, "--method", "peta", expect=2)
     from bookgen.errors import BookgenError
-    from refine.minimax import refine_minimax
+    from bookgen.refine.minimax import refine_minimax
 
     with pytest.raises(BookgenError, match="unknown method"):
         refine_minimax(path, method="peta")
@@ -792,7 +792,7 @@ def test_errors_are_one_line(tmp_path):
 
 
 def test_python_api_and_text_output(tmp_path):
-    from refine.minimax import refine_minimax
+    from bookgen.refine.minimax import refine_minimax
 
     book = waltz_book(-500)[0]
     path = import_book(tmp_path, book)
@@ -806,10 +806,10 @@ def test_python_api_and_text_output(tmp_path):
 
 
 @pytest.mark.parametrize("code", [
-    "import refine.cli_minimax\nfrom bookgen.cli import main",
-    "from refine.cli import refine_group as main",
+    "import bookgen.refine.cli_minimax\nfrom bookgen.cli import main",
+    "from bookgen.refine.cli import refine_group as main",
     "from bookgen.cli import main",
-    "import refine.minimax, refine.negascout, bookgen.exporter\nfrom bookgen.cli import main",
+    "import bookgen.refine.minimax, bookgen.refine.negascout, bookgen.exporter\nfrom bookgen.cli import main",
 ])
 def test_commands_register_in_any_import_order(code):
     script = code + "\nimport click\ngroup = main.commands['refine'] if 'refine' in " \
@@ -830,7 +830,7 @@ def test_module_entry_point_runs_the_command(tmp_path):
 
 def test_a_book_changed_during_the_refine_is_left_alone(tmp_path, monkeypatch):
     from bookgen.errors import BookgenError
-    from refine import minimax
+    from bookgen.refine import minimax
 
     path = import_book(tmp_path, shuffle_book(1, positions=15))
     rows = book_rows(path)
@@ -852,7 +852,7 @@ def test_a_book_changed_during_the_refine_is_left_alone(tmp_path, monkeypatch):
 
 
 def test_large_checking_components_fall_back_and_say_so(tmp_path, monkeypatch):
-    from refine import minimax
+    from bookgen.refine import minimax
 
     book, cycle = chase_book(-500, -400)
     path = import_book(tmp_path, book)

@@ -1,4 +1,4 @@
-"""Ending counts per player and rate tests (analysis.outcomes, ``bookgen outcomes``).
+"""Ending counts per player and rate tests (bookgen.analysis.outcomes, ``bookgen outcomes``).
 
 Expected values come from the public SciPy vector of the statistics
 reference (12 declaration wins in 600 games vs 3 in 200) and from SciPy
@@ -16,8 +16,8 @@ import pytest
 from conftest import STARTPOS, run_cli
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
-from analysis import outcomes
-from analysis.results import Game, ResultsFile, write_pgn_game
+from bookgen.analysis import outcomes
+from bookgen.analysis.results import Game, ResultsFile, write_pgn_game
 
 
 def games_vs(player: str, opponent: str, n: int, k: int, reason: str = "declaration",

@@ -1,4 +1,4 @@
-"""Pairwise statistics and the GSPRT (analysis.pairstats, ``bookgen sprt``).
+"""Pairwise statistics and the GSPRT (bookgen.analysis.pairstats, ``bookgen sprt``).
 
 The numeric vectors are the public ones of fastchess, ShogiHome and cshogi
 (see the statistics reference); results files are built with
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import STARTPOS, run_cli
 
-from analysis import pairstats
-from analysis.pairstats import (PENTANOMIAL_SCORES, TRINOMIAL_SCORES, PairCounts,
+from bookgen.analysis import pairstats
+from bookgen.analysis.pairstats import (PENTANOMIAL_SCORES, TRINOMIAL_SCORES, PairCounts,
                                 count_games, elo_pentanomial, elo_trinomial, los_cutechess,
                                 sprt, sprt_llr)
-from analysis.results import Game, ResultsFile, write_pgn_game
+from bookgen.analysis.results import Game, ResultsFile, write_pgn_game
 
 
 def fastchess_penta(ll: int, ld: int, wl: int, dd: int, wd: int, ww: int) -> list[int]:

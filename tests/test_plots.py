@@ -1,4 +1,4 @@
-"""The report's figures (``analysis.plots``): whole-number ticks on axes that count,
+"""The report's figures (``bookgen.analysis.plots``): whole-number ticks on axes that count,
 and legends that leave the bars and lines uncovered.
 
 The figures are inspected as matplotlib objects after drawing them with
@@ -12,7 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from analysis import plots
+from bookgen.analysis import plots
 
 # Small counts (left alone, matplotlib ticks them at 0.5 or 0.25 steps), and bars
 # and lines that fill the axes, so no spot inside them is free for a legend.

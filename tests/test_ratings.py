@@ -1,4 +1,4 @@
-"""bookgen rate: Ordo ratings (analysis.ratings) and BayesElo (analysis.bayeselo).
+"""bookgen rate: Ordo ratings (bookgen.analysis.ratings) and BayesElo (bookgen.analysis.bayeselo).
 
 Expected values come from the model formulas written out here (Ordo's
 logistic with 202 points = 76 %, the draw-rate curve, BayesElo's f) and from
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from analysis.bayeselo import fit_bayeselo
-from analysis.ratings import (PlayerRating, RatingTable, _aggregate, _simulate, draw_probability,
+from bookgen.analysis.bayeselo import fit_bayeselo
+from bookgen.analysis.ratings import (PlayerRating, RatingTable, _aggregate, _simulate, draw_probability,
                               expected_score, fit_ratings, head_to_head)
-from analysis.results import Game, ResultsFile
+from bookgen.analysis.results import Game, ResultsFile
 from bookgen.errors import BookgenError
 from conftest import run_cli
 

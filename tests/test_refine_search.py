@@ -20,8 +20,8 @@ from bookgen.grow import grow
 from bookgen.store import Book
 from conftest import PYTHON, dump_book, integrity_ok, run_cli
 from processes import Bookgen, stop_all
-from refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
-from refine.search import search
+from bookgen.refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
+from bookgen.refine.search import search
 
 FAIRY = "/usr/games/fairy-stockfish"
 GPSUSI = "/usr/games/gpsusi"
@@ -550,7 +550,7 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     commands = [r[0] for r in query(book, "SELECT command FROM runs WHERE id > ? ORDER BY id",
                                     (summary.run_id,))]
     try:
-        from refine.minimax import refine_minimax  # noqa: F401
+        from bookgen.refine.minimax import refine_minimax  # noqa: F401
         has_minimax = True
     except ImportError:
         has_minimax = False

@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from analysis import report as report_module
-from analysis.outcomes import PAIRED_NOTE
-from analysis.pairstats import count_games, elo_pentanomial, elo_trinomial, sprt
-from analysis.ratings import fit_ratings
-from analysis.document import markdown_escape
-from analysis.report import build_report, parse_sprt, write_html
-from analysis.results import ResultsFile, load_games, write_pgn_game
+from bookgen.analysis import report as report_module
+from bookgen.analysis.outcomes import PAIRED_NOTE
+from bookgen.analysis.pairstats import count_games, elo_pentanomial, elo_trinomial, sprt
+from bookgen.analysis.ratings import fit_ratings
+from bookgen.analysis.document import markdown_escape
+from bookgen.analysis.report import build_report, parse_sprt, write_html
+from bookgen.analysis.results import ResultsFile, load_games, write_pgn_game
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
 from conftest import STARTPOS, dump_book, run_chromium, run_cli

@@ -9,7 +9,7 @@ import cshogi
 import cshogi.PGN
 import pytest
 
-from analysis.results import ResultsFile, load_games, write_pgn_game
+from bookgen.analysis.results import ResultsFile, load_games, write_pgn_game
 from bookgen.errors import BookgenError
 from conftest import run_cli
 

@@ -1,4 +1,4 @@
-"""Self-play (selfplay.games): hcpe records, CSA records, start files, engines, outputs.
+"""Self-play (bookgen.selfplay.games): hcpe records, CSA records, start files, engines, outputs.
 
 Everything written is checked with cshogi alone: records decode to positions
 whose best move is legal, CSA files re-parse with ``cshogi.Parser`` and
@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from bookgen.errors import BookgenError
 from bookgen.rules import Result
-from selfplay.cli_games import selfplay_command
-from selfplay.games import read_starts, selfplay
+from bookgen.selfplay.cli_games import selfplay_command
+from bookgen.selfplay.games import read_starts, selfplay
 from conftest import PYTHON
 
 FAIRY = "/usr/games/fairy-stockfish"

@@ -1,4 +1,4 @@
-"""Training (selfplay.train): targets from hcpe records, loss going down, model files.
+"""Training (bookgen.selfplay.train): targets from hcpe records, loss going down, model files.
 
 The data comes from short self-play games with the built-in evaluator; the
 network is tiny (1 block x 8 channels) so that training runs in seconds.
@@ -19,9 +19,9 @@ from cshogi import dlshogi
 from bookgen.errors import BookgenError
 from bookgen.evaluators import make_evaluator
 from bookgen.network import load_model
-from selfplay.cli_games import train_command
-from selfplay.games import selfplay
-from selfplay.train import evaluate, load_hcpe, train
+from bookgen.selfplay.cli_games import train_command
+from bookgen.selfplay.games import selfplay
+from bookgen.selfplay.train import evaluate, load_hcpe, train
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 TINY = dict(blocks=1, channels=8, threads=1, progress=False)
