@@ -7,7 +7,7 @@ one while click parses the options with "Aborted!" and exit code 1.
 :func:`quit_on_ctrl_c`, called by the entry points before anything heavy is
 imported, makes a Ctrl-C exit at once with one line and code 130;
 :func:`command_started` (called by
-:func:`bookgen.cli_support.reports_errors`) hands Ctrl-C back to Python once
+:func:`bookgen.cli.support.reports_errors`) hands Ctrl-C back to Python once
 the command runs, where it stops the command cleanly. Importing bookgen as a
 library changes no signal handler.
 

@@ -1,13 +1,13 @@
-"""What every command module shares: the error wrapper, the exit codes and the
-``--wait`` option.
+"""What every command module shares: the error wrapper, the exit codes and JSON output.
 
-Kept apart from :mod:`bookgen.cli` so that command modules in other packages
-(``bookgen.cli_model``, ``refine.cli_*``, ``bookgen.selfplay.cli``) can use it
-without an import cycle.
+Command modules import it (and :mod:`bookgen.cli.options`); it imports no
+command module, so registration stays in :mod:`bookgen.cli` alone.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -19,17 +19,6 @@ from bookgen.errors import BookgenError
 from bookgen.startup import INTERRUPTED_EXIT, command_started
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-wait_option = click.option(
-    "--wait", is_flag=True,
-    help="If another bookgen command is writing the book, wait for it to finish "
-         "(default: fail at once, naming it).")
-
-DEFAULT_TIMEOUT_HELP = (
-    "By default the wait scales with the limit: 1.5 x the time + 10 s for byoyomi or "
-    "movetime, 10 s + nodes / 10,000 s for --nodes (20 s for 100,000 nodes), "
-    "10 s + 2^(depth/2) / 16 s for --depth (74 s for depth 20).")
-"""The defaults of ``--engine-timeout`` (:func:`bookgen.usi.default_search_timeout`)."""
 
 ERROR_EXIT = 2
 
@@ -60,3 +49,24 @@ def exit_if_interrupted(interrupted: bool,
     if interrupted:
         click.echo(f"bookgen: interrupted; {hint}", err=True)
         sys.exit(INTERRUPTED_EXIT)
+
+
+def json_text(value: Any, *, ensure_ascii: bool = True) -> str:
+    """``value`` as the JSON every ``--json`` prints (indented by 2, no trailing newline)."""
+    return json.dumps(value, indent=2, ensure_ascii=ensure_ascii)
+
+
+def echo_json(value: Any, *, ensure_ascii: bool = True) -> None:
+    """Print ``value`` as :func:`json_text` on standard output."""
+    click.echo(json_text(value, ensure_ascii=ensure_ascii))
+
+
+def no_nan(value: Any) -> Any:
+    """``value`` with NaN floats (metrics without data) as None, for strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [no_nan(v) for v in value]
+    return value
