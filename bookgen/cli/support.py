@@ -25,10 +25,17 @@ ERROR_EXIT = 2
 
 def reports_errors(function: F) -> F:
     """Turn library errors into a one-line message and exit code 2; Ctrl-C into 130
-    (from here on a ``KeyboardInterrupt``: see :mod:`bookgen.startup`)."""
+    (from here on a ``KeyboardInterrupt``: see :mod:`bookgen.startup`).
+
+    numpy and cshogi, which every command uses, are loaded first, while a
+    Ctrl-C still exits quietly: one inside cshogi's import of numpy would
+    become an ``ImportError``. ``--help`` runs no command and loads neither.
+    """
 
     @wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import cshogi  # noqa: F401  (and numpy)
+
         command_started()
         try:
             return function(*args, **kwargs)
