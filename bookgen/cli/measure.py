@@ -596,7 +596,7 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
       bookgen report match.sqlite -b book.sqlite -o report.html --markdown report.md
       bookgen report match.sqlite -o r.html --sprt new,base,0,2
     """
-    from bookgen.analysis.document import check_output
+    from bookgen.files import check_output
     from bookgen.analysis.report import build_report, report_summary, write_html, write_markdown
 
     if simulations == 1:
