@@ -3,8 +3,8 @@
 Every text is plain and escaped by the renderer: :func:`render_html_page`
 writes one self-contained HTML page (CSS inline, figures as base64 PNG,
 nothing linked outside), :func:`render_markdown_page` its Markdown twin
-(figures referenced as PNG files). :func:`atomic_write` (from
-:mod:`bookgen.files`) writes a file by temporary file and rename.
+(figures referenced as PNG files). :mod:`bookgen.analysis.report` writes them with
+:func:`bookgen.files.atomic_write` after :func:`bookgen.files.check_output`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,11 @@ import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bookgen import __version__
-from bookgen.errors import BookgenError
-from bookgen.files import atomic_write
 
 __all__ = ["Block", "Bullets", "Heading", "Image", "Paragraph", "Section", "Table",
-           "atomic_write", "check_output", "markdown_escape", "render_html_page",
+           "markdown_escape", "render_html_page",
            "plural", "render_markdown_page"]
 
 
@@ -69,21 +66,6 @@ class Section:
     id: str
     title: str
     blocks: list[Block] = field(default_factory=list)
-
-
-def check_output(path: str | Path, protected: Sequence[str | Path] = ()) -> None:
-    """Raise unless ``path`` can be written: its directory exists, it is not a
-    directory, and it is none of the ``protected`` input files."""
-    path = Path(path)
-    if path.is_dir():
-        raise BookgenError(f"{path}: is a directory")
-    parent = path.parent
-    if not parent.is_dir():
-        raise BookgenError(f"{path}: directory {parent} does not exist")
-    resolved = path.resolve()
-    for other in protected:
-        if Path(other).resolve() == resolved:
-            raise BookgenError(f"{path}: would overwrite an input file")
 
 
 _CSS = """

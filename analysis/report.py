@@ -47,8 +47,8 @@ import pandas as pd
 
 from bookgen.analysis import plots
 from bookgen.analysis.document import (Block, Bullets, Heading, Image, Paragraph, Section, Table,
-                               atomic_write, check_output, markdown_escape, plural,
-                               render_html_page, render_markdown_page)
+                               markdown_escape, plural, render_html_page,
+                               render_markdown_page)
 from bookgen.analysis.outcomes import PAIRED_NOTE, RateTest, outcome_table, test_rate
 from bookgen.analysis.pairstats import (EloEstimate, PairCounts, SprtResult, count_games,
                                 elo_pentanomial, elo_trinomial, sprt, verdict_sentence)
@@ -57,6 +57,7 @@ from bookgen.analysis.report_book import BookSummary, book_section, read_book
 from bookgen.analysis.results import Game, load_games, recorded_sprts
 from bookgen import __version__
 from bookgen.errors import BookgenError
+from bookgen.files import atomic_write, check_output
 
 __all__ = ["PairResult", "Report", "build_report", "parse_sprt", "rating_rows", "render_html",
            "render_markdown", "report_summary", "write_html", "write_markdown"]

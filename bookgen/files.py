@@ -20,7 +20,7 @@ import errno
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -125,13 +125,29 @@ def write_error(path: str | os.PathLike[str], error: OSError,
     return BookgenError(f"{path}: cannot write ({error.strerror or error})")
 
 
-def check_writable(path: str | os.PathLike[str]) -> None:
-    """Raise a one-line error unless ``path`` can be written (or created)."""
-    path = Path(path)
+def _check_place(path: Path) -> None:
     if path.is_dir():
         raise BookgenError(f"{path}: is a directory")
     if not path.parent.is_dir():
         raise BookgenError(f"{path}: directory {path.parent} does not exist")
+
+
+def check_output(path: str | os.PathLike[str],
+                 protected: Sequence[str | os.PathLike[str]] = ()) -> None:
+    """Raise a one-line error unless ``path`` can take an output: its directory
+    exists, it is not a directory, and it is none of the ``protected`` input files."""
+    path = Path(path)
+    _check_place(path)
+    resolved = path.resolve()
+    for other in protected:
+        if Path(other).resolve() == resolved:
+            raise BookgenError(f"{path}: would overwrite an input file")
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Raise a one-line error unless ``path`` can be written (or created)."""
+    path = Path(path)
+    _check_place(path)
     reason = unwritable_reason(path)
     if reason is not None:
         raise BookgenError(f"{path}: {reason}, cannot write")

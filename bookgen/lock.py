@@ -50,7 +50,8 @@ def lock_path(book: str | os.PathLike[str]) -> Path:
 def _command_line() -> str:
     argv = list(sys.argv) or ["python"]
     head = Path(argv[0])
-    if head.parent.name == "bookgen" and head.name in ("cli.py", "__main__.py"):
+    if head.parts[-2:] == ("bookgen", "__main__.py") or \
+            head.parts[-3:] == ("bookgen", "cli", "__main__.py"):
         argv[0] = "bookgen"  # python -m bookgen(.cli)
     else:
         argv[0] = head.name or "python"

@@ -10,7 +10,7 @@ waits for work in flight (:func:`collect_or_abandon`), the work is abandoned
 at once: the worker processes are killed, or this process's engines closed
 (killed if they do not quit at once). What was finished and recorded stays;
 the command says what it dropped and exits with code 130
-(:func:`bookgen.cli_support.exit_if_interrupted`); rerunning it continues. Elsewhere (recording a
+(:func:`bookgen.cli.support.exit_if_interrupted`); rerunning it continues. Elsewhere (recording a
 result, committing) Ctrl-C only sets the stop event, and the run stops at
 its next wait.
 """

@@ -1,13 +1,15 @@
 """Ctrl-C while the ``bookgen`` command starts: a quiet exit with code 130.
 
-Loading the command line takes a few tenths of a second (numpy, cshogi,
-click). A Ctrl-C then would end bookgen with a ``KeyboardInterrupt`` traceback
-(or an ``ImportError`` when it lands inside an extension module's import), and
-one while click parses the options with "Aborted!" and exit code 1.
+Loading the command line (click) and, once click has parsed the options of
+a command, numpy and cshogi (:func:`bookgen.cli.support.reports_errors`) takes
+a few tenths of a second. A Ctrl-C then would end bookgen with a
+``KeyboardInterrupt`` traceback (or an ``ImportError`` when it lands inside an
+extension module's import), and one while click parses the options with
+"Aborted!" and exit code 1.
 :func:`quit_on_ctrl_c`, called by the entry points before anything heavy is
 imported, makes a Ctrl-C exit at once with one line and code 130;
 :func:`command_started` (called by
-:func:`bookgen.cli_support.reports_errors`) hands Ctrl-C back to Python once
+:func:`bookgen.cli.support.reports_errors`) hands Ctrl-C back to Python once
 the command runs, where it stops the command cleanly. Importing bookgen as a
 library changes no signal handler.
 

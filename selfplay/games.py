@@ -62,7 +62,7 @@ import cshogi.CSA
 import numpy as np
 
 from bookgen.errors import BookgenError
-from bookgen.files import AtomicFile, atomic_output
+from bookgen.files import AtomicFile, atomic_output, check_output
 from bookgen.evaluators import EvaluatorError
 from bookgen.formats.hcp import read_hcp
 from bookgen.mcts import Mcts, SearchSettings
@@ -453,10 +453,7 @@ def write_csa_record(path: Path, *, start_sfen: str, names: tuple[str, str],
 
 
 def _check_target(path: Path, force: bool, append: bool, what: str) -> None:
-    if path.is_dir():
-        raise BookgenError(f"{path}: is a directory")
-    if not path.parent.is_dir():
-        raise BookgenError(f"{path}: directory {path.parent} does not exist")
+    check_output(path)
     if path.exists() and not (force or append):
         raise BookgenError(f"{path}: {what} already exists (use --append to add to it or "
                            "--force to replace it)")

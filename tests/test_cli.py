@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
 from pathlib import Path
 
 import cshogi
@@ -13,8 +14,8 @@ import pytest
 
 from bookgen.cli import main as cli_main
 from bookgen.store import Book
-from conftest import (STARTPOS, book_entries, dump_book, key_of, legal_usis, random_walk,
-                      replies_after, run_cli, write_db2016)
+from conftest import (PYTHON, ROOT, STARTPOS, book_entries, dump_book, key_of, legal_usis,
+                      random_walk, replies_after, run_cli, write_db2016)
 
 START_KEY = STARTPOS.rsplit(" ", 1)[0]
 DESCRIBE = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
@@ -404,6 +405,39 @@ def test_help_for_every_command():
         assert "Usage:" in sub.stdout and name in sub.stdout
         assert run_cli(name, "-h").stdout == sub.stdout
     assert "0." in run_cli("--version").stdout
+
+
+# Loaded by a command that runs, never by help texts (nor by `import bookgen.cli`).
+HEAVY_LIBRARIES = ("numpy", "pandas", "scipy", "torch", "matplotlib")
+
+HELP_IMPORTS = """
+import sys
+import click
+from bookgen.cli import main
+
+def paths(group, prefix):
+    for name, command in sorted(group.commands.items()):
+        yield [*prefix, name]
+        if isinstance(command, click.Group):
+            yield from paths(command, [*prefix, name])
+
+for path in [[], *paths(main, [])]:
+    try:
+        main([*path, "--help"], prog_name="bookgen")
+    except SystemExit as done:
+        assert done.code == 0, (path, done.code)
+print("loaded:", " ".join(sorted(m for m in HEAVY if m in sys.modules)))
+"""
+
+
+def test_help_loads_no_heavy_library():
+    """`bookgen --help` and every command's --help import no numpy, pandas, scipy,
+    torch or matplotlib: command modules import the library only when they run."""
+    done = subprocess.run([PYTHON, "-c", f"HEAVY = {HEAVY_LIBRARIES!r}\n" + HELP_IMPORTS],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("Usage: bookgen") > 20
+    assert done.stdout.splitlines()[-1] == "loaded: ", done.stdout.splitlines()[-1]
 
 
 def test_unknown_command_and_option():

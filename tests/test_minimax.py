@@ -806,8 +806,8 @@ def test_python_api_and_text_output(tmp_path):
 
 
 @pytest.mark.parametrize("code", [
-    "import bookgen.refine.cli_minimax\nfrom bookgen.cli import main",
-    "from bookgen.refine.cli import refine_group as main",
+    "import bookgen.cli.refine\nfrom bookgen.cli import main",
+    "from bookgen.cli.refine import refine_group as main",
     "from bookgen.cli import main",
     "import bookgen.refine.minimax, bookgen.refine.negascout, bookgen.exporter\nfrom bookgen.cli import main",
 ])

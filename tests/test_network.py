@@ -21,7 +21,7 @@ import torch
 from click.testing import CliRunner
 from conftest import legal_usis, random_positions
 
-from bookgen.cli_model import model_group
+from bookgen.cli.model import model_group
 from bookgen.errors import BookgenError
 from bookgen.evaluators import make_evaluator
 from bookgen.evaluators.base import EvaluatorError

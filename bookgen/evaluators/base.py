@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
-
-import cshogi
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from bookgen.errors import BookgenError
+
+if TYPE_CHECKING:  # cshogi (and numpy) stay unloaded for `bookgen --help`
+    import cshogi
 
 
 @dataclass

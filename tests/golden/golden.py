@@ -17,7 +17,7 @@ are kept in manifest.json next to this file.
 This tool imports nothing from bookgen (only the standard library), so the
 same file can judge any revision: the scenario runs bookgen in subprocesses
 through the console-script entry point that the tree's pyproject.toml
-declares (today ``bookgen = "bookgen.cli:main"``), exactly as the installed
+declares (today ``bookgen = "bookgen.__main__:main"``), exactly as the installed
 ``bookgen`` command does, with relative paths from OUTDIR/work. A revision
 other than the working tree is extracted with ``git archive`` and run with
 PYTHONPATH pointing at it, in the same Python environment (see ``_shim``).

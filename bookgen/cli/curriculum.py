@@ -1,20 +1,94 @@
-"""``bookgen selfplay`` and ``bookgen train``: the command-line side of
-:mod:`bookgen.selfplay.games` and :mod:`bookgen.selfplay.train`.
+"""``bookgen starts``, ``selfplay`` and ``train``: the curriculum stage.
 
-Both commands import their library modules (and torch) only when they run.
+Thin layers over :mod:`bookgen.selfplay.starts`, :mod:`bookgen.selfplay.games`
+and :mod:`bookgen.selfplay.train`, imported (with torch) only when a command runs.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 import click
 
-from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
+from bookgen.cli.options import (batch_size_option, book_option, byoyomi_option,
+                                 engine_options_option, engine_timeout_option, json_option,
+                                 movetime_option, nodes_option, output_option, seed_option,
+                                 workers_option)
+from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
 from bookgen.errors import BookgenError
-from bookgen.evaluators import batch_size_help
+
+
+@click.command("starts")
+@book_option()
+@output_option("The file to write.")
+@click.option("--format", "fmt", type=click.Choice(["usi", "sfen", "hcp", "psfen"]),
+              default="usi", show_default=True,
+              help="usi: 'startpos moves ...' along the shortest book path (else 'sfen ...'); "
+                   "sfen: 'sfen ...' lines; hcp: dlshogi roots.hcp records; psfen: "
+                   "YaneuraOu packed sfens.")
+@click.option("--from", "source", type=click.Choice(["all", "leaves", "principal", "mistakes"]),
+              default="all", show_default=True,
+              help="Book positions with moves; those whose moves all leave the book; those "
+                   "on the best lines of both sides from the initial position; those "
+                   "flagged by 'refine mistakes'.")
+@click.option("--min-ply", type=click.IntRange(0))
+@click.option("--max-ply", type=click.IntRange(0))
+@click.option("--max-value", type=click.IntRange(0),
+              help="Keep positions whose best value is within this many cp of 0.")
+@click.option("--side", type=click.Choice(["both", "black", "white"]), default="both",
+              show_default=True, help="Side to move of the kept positions.")
+@click.option("--min-count", type=click.IntRange(0),
+              help="Keep positions whose moves' counts add up to at least this.")
+@click.option("--count-percentile", type=click.FloatRange(0, 100),
+              help="Keep positions at or above this percentile of that count "
+                   "(dlshogi's csa_to_roots_hcp uses 99).")
+@click.option("--weight", type=click.Choice(["none", "visits"]), default="none",
+              show_default=True, help="visits: repeat positions in proportion to their "
+                                      "visits (the median gives one copy).")
+@click.option("--limit", type=click.IntRange(1), help="At most this many positions (sampled).")
+@seed_option()
+@click.option("--values", type=click.Choice(["raw", "minimax"]), default="raw",
+              show_default=True, help="Which book values --max-value uses (--from principal "
+                                      "follows minimax values where refine stored them).")
+@click.option("--principal-margin", type=click.IntRange(0), default=0, show_default=True,
+              help="--from principal: follow moves within this many cp of the best, from the "
+                   "initial position and positions no book move reaches.")
+@json_option()
+@reports_errors
+def starts_command(**kwargs: Any) -> None:
+    """Write self-play start positions chosen from the book (duplicates removed)."""
+    from bookgen.selfplay.starts import make_starts
+
+    as_json = kwargs.pop("as_json")
+    output = kwargs.pop("output")
+    book = kwargs.pop("book")
+    summary = make_starts(output, book, **kwargs)
+    if as_json:
+        echo_json(summary)
+        return
+    click.echo(format_starts_summary(summary))
+
+
+def format_starts_summary(summary: dict[str, Any]) -> str:
+    """The one-line report of ``bookgen starts``. For usi lines it says how many
+    start from the initial position; the other formats hold positions only."""
+    plies = ", ".join(f"{ply}: {n}" for ply, n in summary["by_ply"].items())
+    lines = "lines" if summary["format"] in ("usi", "sfen") else "records"
+    text = f"{summary['file']}: {summary['written']} {lines} for {summary['positions']} positions"
+    if summary["format"] == "usi" and summary["positions"]:
+        reached = summary["from_startpos"]
+        others = summary["positions"] - reached
+        if not others:
+            text += " (all as 'startpos moves ...')"
+        elif not reached:
+            text += (" (all as 'sfen ...': none is reached from the initial position by book "
+                     "moves)")
+        else:
+            text += (f" ({reached} as 'startpos moves ...', {others} as 'sfen ...': not "
+                     "reached from the initial position by book moves)")
+    if summary["value_min"] is not None:
+        text += f"; values {summary['value_min']} .. {summary['value_max']}"
+    return text + (f"; by ply {{{plies}}}" if plies else "")
 
 
 def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -29,8 +103,7 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
                    "of cshogi HuffmanCodedPos records (dlshogi roots.hcp). Each game starts at "
                    "one drawn uniformly at random.")
 @click.option("--games", required=True, type=click.IntRange(1), help="Games to play.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The hcpe file to write (cshogi HuffmanCodedPosAndEval records).")
+@output_option("The hcpe file to write (cshogi HuffmanCodedPosAndEval records).")
 @click.option("--player", default="builtin", show_default=True,
               help="Plays both sides unless --black/--white say otherwise: an evaluator "
                    "(builtin, torch:MODEL.pt, onnx:MODEL.onnx, blend:BOOK:INNER) searched with "
@@ -40,9 +113,7 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--white", help="Player for white (same forms as --player).")
 @click.option("--playouts", type=click.IntRange(1), default=100, show_default=True,
               help="MCTS playouts per move.")
-@click.option("--batch-size", type=click.IntRange(1), default=None,
-              help="Leaves evaluated together in MCTS (networks: also the model batch); "
-                   + batch_size_help() + ".")
+@batch_size_option("Leaves evaluated together in MCTS (networks: also the model batch); ")
 @click.option("--random-moves", type=click.IntRange(0), default=4, show_default=True,
               help="MCTS players sample the first K plies of each game from visit counts "
                    "(dlshogi --random).")
@@ -53,8 +124,7 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
                    "visited move's (dlshogi --random_cutoff).")
 @click.option("--csa", "csa_dir", type=click.Path(file_okay=False),
               help="Also write each game as a CSA record in this directory.")
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
-              help="Processes playing games at once, each with its own evaluators/engines.")
+@workers_option("Processes playing games at once, each with its own evaluators/engines.")
 @click.option("--max-ply", type=click.IntRange(1), default=320, show_default=True,
               help="A game reaching this many moves is a draw.")
 @click.option("--resign", type=click.IntRange(1),
@@ -68,25 +138,20 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Games shorter than this give no training records (dlshogi --min_move).")
 @click.option("--declaration-rule", type=click.Choice(["27", "24"]), default="27",
               show_default=True, help="Entering-king declaration rule.")
-@click.option("--engine-option", "engine_options", multiple=True, metavar="NAME=VALUE",
-              help="setoption for every usi: player (repeatable), e.g. Threads=1.")
+@engine_options_option("setoption for every usi: player (repeatable), e.g. Threads=1.")
 @click.option("--black-option", "black_options", multiple=True, metavar="NAME=VALUE",
               help="setoption for black's usi: player only, e.g. BookDepth=0 for gpsusi.")
 @click.option("--white-option", "white_options", multiple=True, metavar="NAME=VALUE",
               help="setoption for white's usi: player only.")
-@click.option("--nodes", type=click.IntRange(1), help="usi: go nodes N.")
-@click.option("--byoyomi", type=click.IntRange(1),
-              help="usi: go byoyomi MS (the default, 1000, without any limit).")
-@click.option("--movetime", type=click.IntRange(1), help="usi: go movetime MS.")
-@click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
-              help="usi: seconds to wait for a move before restarting the engine. "
-                   + DEFAULT_TIMEOUT_HELP)
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Start positions and sampled moves depend only on the seed and the game "
-                   "number, not on --workers.")
+@nodes_option("usi: go nodes N.")
+@byoyomi_option("usi: go byoyomi MS (the default, 1000, without any limit).")
+@movetime_option()
+@engine_timeout_option("usi: seconds to wait for a move before restarting the engine.")
+@seed_option("Start positions and sampled moves depend only on the seed and the game "
+             "number, not on --workers.")
 @click.option("--append", is_flag=True, help="Add to existing output files.")
 @click.option("--force", is_flag=True, help="Replace existing output files.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option()
 @reports_errors
 def selfplay_command(starts: str, games: int, output: str, player: str, black: str | None,
                      white: str | None, playouts: int, batch_size: int | None,
@@ -125,7 +190,7 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
         movetime=movetime, engine_timeout=engine_timeout, declaration_rule=declaration_rule,
         append=append, force=force)
     if as_json:
-        click.echo(json.dumps(summary.as_dict(), indent=2))
+        echo_json(summary.as_dict())
     else:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.reasons.items()))
         short = f"; {summary.short_games} shorter than --min-ply" if min_ply else ""
@@ -143,8 +208,7 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
 @click.argument("more_data", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--data", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="hcpe file(s) to train on: --data A.hcpe B.hcpe ... (or repeat --data).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The model file to write (.pt, loadable as torch:PATH).")
+@output_option("The model file to write (.pt, loadable as torch:PATH).")
 @click.option("--init", type=click.Path(exists=True, dir_okay=False),
               help="Start from this model (its architecture is kept).")
 @click.option("--epochs", type=click.IntRange(1), default=1, show_default=True)
@@ -168,10 +232,9 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
 @click.option("--threads", type=click.IntRange(1),
               help="torch threads (default: all cores; 1 is faster when other CPU-heavy "
                    "work shares the machine).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Initial weights, validation split and shuffling.")
+@seed_option("Initial weights, validation split and shuffling.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option()
 @reports_errors
 def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str,
                   init: str | None, epochs: int, batch_size: int, lr: float, optimizer: str,
@@ -201,7 +264,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
                     val_split=val_split, eval_on=eval_on, blocks=blocks, channels=channels,
                     seed=seed, threads=threads, force=force, log=log)
     if as_json:
-        click.echo(json.dumps(_no_nan(summary.as_dict()), indent=2))
+        echo_json(no_nan(summary.as_dict()))
         exit_if_interrupted(summary.interrupted, f"the model trained so far is in {output}")
         return
     initial, final = summary.initial_train, summary.final_train
@@ -214,13 +277,3 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
                + ("; interrupted" if summary.interrupted else ""))
     exit_if_interrupted(summary.interrupted, f"the model trained so far is in {output}")
 
-
-def _no_nan(value: Any) -> Any:
-    """``value`` with NaN floats (metrics without data) as None, for strict JSON."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_nan(v) for v in value]
-    return value

@@ -6,12 +6,12 @@ Each command is a thin layer over :mod:`bookgen.network` (``init_model``,
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
-from bookgen.cli_support import reports_errors
+from bookgen.cli.options import json_option, output_option, seed_option
+from bookgen.cli.support import echo_json, reports_errors
 
 
 def format_info(info: dict[str, Any]) -> str:
@@ -43,16 +43,14 @@ def model_group() -> None:
 
 
 @model_group.command("init")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The model file to write (.pt).")
+@output_option("The model file to write (.pt).")
 @click.option("--blocks", type=click.IntRange(1, 64), default=5, show_default=True,
               help="Residual blocks.")
 @click.option("--channels", type=click.IntRange(1, 1024), default=64, show_default=True,
               help="Channels of every convolution.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Random seed of the initial weights.")
+@seed_option("Random seed of the initial weights.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the model's info as JSON.")
+@json_option("Print the model's info as JSON.")
 @reports_errors
 def init_command(output: str, blocks: int, channels: int, seed: int, force: bool,
                  as_json: bool) -> None:
@@ -60,16 +58,17 @@ def init_command(output: str, blocks: int, channels: int, seed: int, force: bool
     from bookgen.network import init_model
 
     info = init_model(output, blocks=blocks, channels=channels, seed=seed, force=force)
-    click.echo(json.dumps(info, indent=2) if as_json else
-               f"{output}: {blocks} blocks x {channels} channels, "
-               f"{info['parameters']:,} parameters (seed {seed})")
+    if as_json:
+        echo_json(info)
+    else:
+        click.echo(f"{output}: {blocks} blocks x {channels} channels, "
+                   f"{info['parameters']:,} parameters (seed {seed})")
 
 
 @model_group.command("export-onnx")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The ONNX file to write.")
-@click.option("--json", "as_json", is_flag=True, help="Print the ONNX model's info as JSON.")
+@output_option("The ONNX file to write.")
+@json_option("Print the ONNX model's info as JSON.")
 @reports_errors
 def export_onnx_command(model: str, output: str, as_json: bool) -> None:
     """Export MODEL (.pt) to ONNX in dlshogi's layout.
@@ -81,19 +80,24 @@ def export_onnx_command(model: str, output: str, as_json: bool) -> None:
     from bookgen.network import export_onnx
 
     info = export_onnx(model, output)
-    click.echo(json.dumps(info, indent=2) if as_json else
-               f"{output}: ONNX opset {info['opset']}, {info['blocks']} blocks x "
-               f"{info['channels']} channels, inputs {', '.join(info['inputs'])}, "
-               f"outputs {', '.join(info['outputs'])}")
+    if as_json:
+        echo_json(info)
+    else:
+        click.echo(f"{output}: ONNX opset {info['opset']}, {info['blocks']} blocks x "
+                   f"{info['channels']} channels, inputs {', '.join(info['inputs'])}, "
+                   f"outputs {', '.join(info['outputs'])}")
 
 
 @model_group.command("info")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 @reports_errors
 def info_command(model: str, as_json: bool) -> None:
     """Blocks, channels, parameter count and tensors of MODEL (.pt or .onnx)."""
     from bookgen.network import model_info
 
     info = model_info(model)
-    click.echo(json.dumps(info, indent=2) if as_json else format_info(info))
+    if as_json:
+        echo_json(info)
+    else:
+        click.echo(format_info(info))

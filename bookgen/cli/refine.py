@@ -1,31 +1,88 @@
-"""``bookgen refine search`` and ``bookgen refine mistakes``.
+"""``bookgen refine minimax``, ``refine search`` and ``refine mistakes``.
 
-Thin click layers over :func:`bookgen.refine.search.search` and
-:func:`bookgen.refine.mistakes.mistakes`; the work is imported only when a command runs.
+Thin click layers over :func:`bookgen.refine.minimax.refine_minimax`,
+:func:`bookgen.refine.search.search` and :func:`bookgen.refine.mistakes.mistakes`;
+the work is imported only when a command runs. :data:`refine_group` holds
+the three commands, added below.
 """
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import click
 
-from bookgen.cli_support import (DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors,
-                                 wait_option)
-from bookgen.evaluators import batch_size_help
-from bookgen.files import atomic_write
-from bookgen.store import DEFAULT_BOOK
-from bookgen.refine.cli import refine_group
+from bookgen.cli.options import (batch_size_option, book_option, byoyomi_option,
+                                 depth_option, draw_value_options, engine_options_option,
+                                 engine_timeout_option, json_option, movetime_option,
+                                 nodes_option, output_option, seed_option, wait_option,
+                                 workers_option)
+from bookgen.cli.support import echo_json, exit_if_interrupted, json_text, reports_errors
 
 _SELECTIONS = ("all", "leaves", "principal", "visits")
 
-book_option = click.option(
-    "-b", "--book", default=DEFAULT_BOOK, show_default=True,
-    type=click.Path(dir_okay=False), help="The SQLite book file.")
+
+@click.group("refine")
+def refine_group() -> None:
+    """Refine a grown book: minimax over the book graph, alpha-beta re-search of
+    book positions, and mining the positions where the evaluator was wrong."""
 
 
-@refine_group.command("search")
-@book_option
+def format_summary(summary: dict[str, Any]) -> str:
+    """One line: what the minimax run did and how long it took."""
+    seconds = summary["seconds"]
+    cycles = (f"{summary['cycle_components']} cycle components with "
+              f"{summary['positions_in_cycles']} positions")
+    return (f"{summary['book']}: run {summary['run_id']}: {summary['method']} minimax over "
+            f"{summary['positions']} positions, {summary['edges']} edges "
+            f"({summary['transposition_edges']} transpositions, "
+            f"{summary['transposition_rows_added']} new), {summary['leaf_moves']} leaf moves, "
+            f"{cycles}; {seconds['total']:.1f} s (graph {seconds['graph']:.1f}, "
+            f"propagation {seconds['propagate']:.1f}, write {seconds['write']:.1f})")
+
+
+@click.command("minimax")
+@book_option()
+@draw_value_options("A repetition's worth to black, per mille of a win (dlshogi "
+                    "Book_Draw_Value_Black; 500 = 0 cp).")
+@click.option("--method", type=click.Choice(["retrograde", "negascout"]), default="retrograde",
+              show_default=True,
+              help="retrograde: exact values over the whole graph (peta_shock's idea); "
+                   "negascout: dlshogi's NegaScout from every position with trusted scores.")
+@workers_option("Processes generating moves for the graph (default: up to 2).", default=None)
+@json_option()
+@wait_option
+@reports_errors
+def minimax_command(book: str, draw_value_black: int, draw_value_white: int, method: str,
+                    workers: int | None, as_json: bool, wait: bool) -> None:
+    """Minimax over the whole book graph, transpositions included.
+
+    Every legal move from a book position into a book position is an edge.
+    Leaf moves keep their stored value; a position is worth its best move;
+    a repetition is worth the mover's draw value, and perpetual check loses
+    for the checking side. On equal values a side doing better than its draw
+    value prefers the shorter line, a side doing worse the longer one (a line
+    ending in a repetition counts as endless; its depth is stored as NULL).
+
+    Values and depths go to the minimax_value/minimax_depth columns of
+    positions and moves (value and eval_value are never changed); legal
+    moves into book positions that the book does not store are added as
+    moves with count 0 and no value, for 'bookgen export --values minimax'.
+    Everything is written in one transaction with its runs row.
+    """
+    from bookgen.refine.minimax import refine_minimax
+
+    summary = refine_minimax(book, draw_value_black=draw_value_black,
+                             draw_value_white=draw_value_white, method=method, workers=workers,
+                             wait=wait)
+    if as_json:
+        echo_json(summary)
+    else:
+        click.echo(format_summary(summary))
+
+
+@click.command("search")
+@book_option()
 @click.option("--engine", default="builtin", show_default=True,
               help="builtin (bookgen's alpha-beta search) or usi:COMMAND (any USI engine).")
 @click.option("--select", type=click.Choice(_SELECTIONS), default="all", show_default=True,
@@ -37,23 +94,17 @@ book_option = click.option(
 @click.option("--margin", type=click.IntRange(0), default=50, show_default=True,
               help="--select principal: follow moves within this many cp of the best "
                    "(minimax values when present, else the book's values).")
-@click.option("--nodes", type=click.IntRange(1), help="go nodes N (builtin: node budget).")
-@click.option("--byoyomi", type=click.IntRange(1),
-              help="usi: go byoyomi MS (the default, 1000, without any limit).")
-@click.option("--movetime", type=click.IntRange(1), help="usi: go movetime MS.")
-@click.option("--depth", type=click.IntRange(1),
-              help="go depth N (builtin: default 4 with a 40000-node budget).")
-@click.option("--engine-option", "engine_options", multiple=True, metavar="NAME=VALUE",
-              help="usi: setoption for the engine (repeatable), e.g. BookDepth=0.")
-@click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
-              help="usi: seconds to wait for one search before restarting the engine. "
-                   + DEFAULT_TIMEOUT_HELP)
+@nodes_option("go nodes N (builtin: node budget).")
+@byoyomi_option("usi: go byoyomi MS (the default, 1000, without any limit).")
+@movetime_option()
+@depth_option("go depth N (builtin: default 4 with a 40000-node budget).")
+@engine_options_option("usi: setoption for the engine (repeatable), e.g. BookDepth=0.")
+@engine_timeout_option("usi: seconds to wait for one search before restarting the engine.")
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Engine restarts per position before it is counted as failed.")
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
-              help="Engine processes searching different positions at once.")
+@workers_option("Engine processes searching different positions at once.")
 @click.option("--limit", type=click.IntRange(1), help="Search at most N positions in this run.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option()
 @wait_option
 @reports_errors
 def search_command(book: str, engine: str, select: str, min_visits: int | None, margin: int,
@@ -80,7 +131,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
                      min_visits=min_visits, margin=margin, workers=workers, limit=limit,
                      engine_timeout=engine_timeout, retries=retries, wait=wait)
     if as_json:
-        click.echo(json.dumps(summary.as_dict(), indent=2))
+        echo_json(summary.as_dict())
     else:
         click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
                    f"{summary.analysed} positions analysed, {summary.failed} failed, "
@@ -90,8 +141,8 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     exit_if_interrupted(summary.status == "interrupted")
 
 
-@refine_group.command("mistakes")
-@book_option
+@click.command("mistakes")
+@book_option()
 @click.option("--engine", help="Compare with the analyses of this engine spec "
                                "(default: of the latest refine search run).")
 @click.option("--analysis-run", type=click.IntRange(1),
@@ -112,19 +163,14 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
               help="--iterate: evaluator of the grow runs (as bookgen grow --evaluator).")
 @click.option("--playouts", type=click.IntRange(1), default=200, show_default=True,
               help="--iterate: MCTS playouts per grown position.")
-@click.option("--batch-size", type=click.IntRange(1), default=None,
-              help="--iterate: leaves evaluated together in the grow runs' MCTS; "
-                   + batch_size_help() + ".")
+@batch_size_option("--iterate: leaves evaluated together in the grow runs' MCTS; ")
 @click.option("--expand", type=click.IntRange(1), default=2, show_default=True,
               help="--iterate: positions grown per mistake and round.")
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
-              help="--iterate: engine processes of the search runs (each grow run, one "
-                   "per mistake, expands in this process).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write the list (or JSON) here instead of standard output.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the mistakes and the run's summary as JSON.")
+@workers_option("--iterate: engine processes of the search runs (each grow run, one "
+                "per mistake, expands in this process).")
+@seed_option()
+@output_option("Write the list (or JSON) here instead of standard output.", required=False)
+@json_option("Print the mistakes and the run's summary as JSON.")
 @wait_option
 @reports_errors
 def mistakes_command(book: str, engine: str | None, analysis_run: int | None, threshold: int,
@@ -138,6 +184,7 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
     position along its shortest book line from the initial position ('sfen
     ...' when it has none), usable as a roots file.
     """
+    from bookgen.files import atomic_write
     from bookgen.refine.mistakes import mistakes, position_line
 
     summary = mistakes(book, engine=engine, analysis_run=analysis_run, threshold=threshold,
@@ -146,7 +193,7 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
                        batch_size=batch_size, expand=expand, workers=workers, seed=seed,
                        wait=wait)
     if as_json:
-        text = json.dumps(summary.as_dict(), indent=2) + "\n"
+        text = json_text(summary.as_dict()) + "\n"
     else:
         text = "".join(position_line(m) + "\n" for m in summary.mistakes)
     message = (f"{book}: run {summary.run_id} {summary.status}: {len(summary.mistakes)} "
@@ -161,3 +208,8 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
         if not as_json:
             click.echo(message, err=True)
     exit_if_interrupted(summary.status == "interrupted")
+
+
+refine_group.add_command(minimax_command)
+refine_group.add_command(search_command)
+refine_group.add_command(mistakes_command)

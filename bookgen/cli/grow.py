@@ -1,0 +1,138 @@
+"""``bookgen grow``: a thin layer over :func:`bookgen.grow.grow`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from bookgen.cli.options import (batch_size_option, book_option, byoyomi_option,
+                                 depth_option, draw_value_options, engine_options_option,
+                                 engine_timeout_option, json_option, movetime_option,
+                                 nodes_option, seed_option, wait_option, workers_option)
+from bookgen.cli.support import echo_json, exit_if_interrupted, reports_errors
+from bookgen.errors import BookgenError
+
+
+def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | None,
+                       byoyomi: int | None, movetime: int | None, multipv: int | None,
+                       depth: int | None, batch_size: int | None,
+                       engine_timeout: float | None = None) -> dict[str, Any]:
+    """Constructor options of the evaluator kind named by ``spec`` (for
+    ``blend:BOOK:INNER``, of INNER: the blend passes them on)."""
+    kind = spec.partition(":")[0]
+    if kind == "blend":
+        kind = spec.split(":", 2)[-1].partition(":")[0]
+    options: dict[str, Any] = {}
+    if kind == "usi":
+        from bookgen.evaluators.usi import parse_options
+
+        options["options"] = parse_options(list(engine_options))
+        for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
+                            ("multipv", multipv), ("depth", depth),
+                            ("timeout", engine_timeout)):
+            if value is not None:
+                options[name] = value
+    elif engine_options or nodes or byoyomi or movetime or multipv or engine_timeout:
+        raise BookgenError("--engine-option, --nodes, --byoyomi, --movetime, --multipv and "
+                           "--engine-timeout apply to usi: evaluators only")
+    if kind == "builtin" and depth is not None:
+        options["depth"] = depth
+    if kind in ("torch", "onnx") and batch_size is not None:
+        options["batch_size"] = batch_size
+    return options
+
+
+@click.command("grow")
+@book_option()
+@click.option("--evaluator", default="builtin", show_default=True,
+              help="builtin, usi:COMMAND (any USI engine), torch:MODEL.pt, onnx:MODEL.onnx, "
+                   "or blend:BOOK:INNER (BOOK's priors blended into INNER, dlshogi "
+                   "Use_Book_Policy).")
+@click.option("--strategy", type=click.Choice(["dlshogi", "book-mcts", "dropout"]),
+              default="dlshogi", show_default=True,
+              help="dlshogi: trial walks (own side plays the minimax best, opponent samples "
+                   "by count); book-mcts: PUCT over the book graph; dropout: expand the leaf "
+                   "deviating least from the best line.")
+@click.option("--playouts", type=click.IntRange(1), default=200, show_default=True,
+              help="MCTS playouts per expanded position (not used by usi: evaluators, "
+                   "whose own MultiPV search is the leaf search).")
+@batch_size_option("Leaves evaluated together in MCTS (networks: also the model batch); ")
+@click.option("--trials", type=click.IntRange(1), help="Stop after this many walks.")
+@click.option("--positions", type=click.IntRange(1),
+              help="Stop after expanding this many positions (default 100 without a budget).")
+@click.option("--time", "seconds", type=click.FloatRange(0, min_open=True),
+              help="Stop after this many seconds.")
+@click.option("--color", type=click.Choice(["both", "black", "white"]), default="both",
+              show_default=True, help="The book's own side (follows the best move).")
+@click.option("--roots", type=click.Path(exists=True, dir_okay=False),
+              help="File of 'startpos moves ...' / 'sfen ...' lines to grow from "
+                   "(default: the initial position).")
+@click.option("--max-ply", type=click.IntRange(1), default=64, show_default=True,
+              help="Do not walk deeper than this many plies from a root.")
+@click.option("--eval-threshold", type=click.IntRange(0), default=400, show_default=True,
+              help="Stop a walk at a position whose |value| exceeds this (cp).")
+@click.option("--temperature", type=click.FloatRange(0, min_open=True), default=1.0,
+              show_default=True, help="Opponent sampling count**(1/T); book-mcts prior scale.")
+@draw_value_options("A repetition's worth to black, per mille of a win "
+                    "(dlshogi Book_Draw_Value_Black).")
+@click.option("--visit-threshold", type=click.FloatRange(0, 1), default=0.005,
+              show_default=True, help="Book moves need more than this share of root visits.")
+@click.option("--cutoff", type=click.FloatRange(0, 1), default=0.015, show_default=True,
+              help="Book moves need a win rate within this of the best move's.")
+@click.option("--min-visits", type=click.IntRange(1), default=5, show_default=True,
+              help="Book moves need at least this many visits (matters for small "
+                   "--playouts, where one visit is already a large share).")
+@engine_options_option("usi: setoption for the engine (repeatable), e.g. BookDepth=0.")
+@nodes_option("usi: go nodes N.")
+@byoyomi_option("usi: go byoyomi MS.")
+@movetime_option()
+@click.option("--multipv", type=click.IntRange(1), help="usi: MultiPV lines to start with.")
+@depth_option("builtin / usi: search depth.")
+@engine_timeout_option("usi: seconds to wait for a search before restarting the engine "
+                       "(up to 3 times).")
+@workers_option("Evaluator processes expanding different positions at once.")
+@seed_option()
+@json_option()
+@wait_option
+@reports_errors
+def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
+                 batch_size: int | None, trials: int | None, positions: int | None,
+                 seconds: float | None, color: str, roots: str | None, max_ply: int,
+                 eval_threshold: int, temperature: float, draw_value_black: int,
+                 draw_value_white: int, visit_threshold: float, cutoff: float, min_visits: int,
+                 engine_options: tuple[str, ...], nodes: int | None, byoyomi: int | None,
+                 movetime: int | None, multipv: int | None, depth: int | None,
+                 engine_timeout: float | None, workers: int, seed: int, as_json: bool,
+                 wait: bool) -> None:
+    """Grow the book: walk it, expand the next position worth thinking about
+    with the evaluator, keep the good moves and their values.
+
+    Every expansion is committed at once: Ctrl-C (exit code 130) and kill -9
+    lose only the expansions in flight, and running the command again
+    continues from the book as it is. Each run is recorded in the runs table.
+    """
+    from bookgen.grow import grow
+
+    options = _evaluator_options(evaluator, engine_options, nodes, byoyomi, movetime, multipv,
+                                 depth, batch_size, engine_timeout)
+    summary = grow(book, evaluator=evaluator, evaluator_options=options, strategy=strategy,
+                   playouts=playouts, batch_size=batch_size, trials=trials,
+                   positions=positions, seconds=seconds, color=color, roots=roots,
+                   max_ply=max_ply, eval_threshold=eval_threshold, temperature=temperature,
+                   draw_value_black=draw_value_black / 1000,
+                   draw_value_white=draw_value_white / 1000,
+                   visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits,
+                   workers=workers, seed=seed, wait=wait)
+    if as_json:
+        echo_json(summary.as_dict())
+    else:
+        busy = summary.seconds * workers  # evaluator time is summed over the workers
+        share = (1 - summary.eval_seconds / busy) * 100 if busy else 0.0
+        click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
+                   f"{summary.expansions} positions expanded in {summary.seconds:.1f} s "
+                   f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the workers' time "
+                   f"outside the evaluator); +{summary.positions_added} positions, "
+                   f"+{summary.moves_added} moves, {summary.moves_updated} moves updated; book "
+                   f"now {summary.positions} positions, {summary.moves} moves")
+    exit_if_interrupted(summary.status == "interrupted")

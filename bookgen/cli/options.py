@@ -1,0 +1,105 @@
+"""Option decorators that several commands share.
+
+Each factory takes the help text its commands show today (they differ in
+wording from command to command), so that sharing a decorator changes no
+``--help``. Only what is needed to build the help texts is imported here: the
+book's default file name and the evaluators' default batch sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from bookgen.evaluators import batch_size_help
+from bookgen.store import DEFAULT_BOOK
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+DEFAULT_TIMEOUT_HELP = (
+    "By default the wait scales with the limit: 1.5 x the time + 10 s for byoyomi or "
+    "movetime, 10 s + nodes / 10,000 s for --nodes (20 s for 100,000 nodes), "
+    "10 s + 2^(depth/2) / 16 s for --depth (74 s for depth 20).")
+"""The defaults of ``--engine-timeout`` (:func:`bookgen.usi.default_search_timeout`)."""
+
+wait_option = click.option(
+    "--wait", is_flag=True,
+    help="If another bookgen command is writing the book, wait for it to finish "
+         "(default: fail at once, naming it).")
+
+
+def book_option(help: str = "The SQLite book file.", *,
+                default: str | None = DEFAULT_BOOK) -> Decorator:
+    """``-b/--book``: the book file (``default`` None: no book unless given)."""
+    return click.option("-b", "--book", default=default, show_default=default is not None,
+                        type=click.Path(dir_okay=False), help=help)
+
+
+def output_option(help: str, *, required: bool = True) -> Decorator:
+    """``-o/--output``: the file a command writes."""
+    return click.option("-o", "--output", required=required, type=click.Path(dir_okay=False),
+                        help=help)
+
+
+def json_option(help: str = "Print the summary as JSON.") -> Decorator:
+    """``--json``: print the result as JSON (parameter ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def seed_option(help: str | None = None) -> Decorator:
+    """``--seed``: an integer seed, default 0."""
+    return click.option("--seed", type=int, default=0, show_default=True, help=help)
+
+
+def workers_option(help: str, *, default: int | None = 1) -> Decorator:
+    """``--workers``: processes working at once (``default`` None: the library decides)."""
+    return click.option("--workers", type=click.IntRange(1), default=default,
+                        show_default=default is not None, help=help)
+
+
+def batch_size_option(help: str) -> Decorator:
+    """``--batch-size`` of an MCTS search; ``help`` is followed by the defaults."""
+    return click.option("--batch-size", type=click.IntRange(1), default=None,
+                        help=help + batch_size_help() + ".")
+
+
+def draw_value_options(black_help: str) -> Decorator:
+    """``--draw-value-black`` and ``--draw-value-white``, per mille of a win."""
+    black = click.option("--draw-value-black", type=click.IntRange(0, 1000), default=500,
+                         show_default=True, help=black_help)
+    white = click.option("--draw-value-white", type=click.IntRange(0, 1000), default=500,
+                         show_default=True, help="The same for white.")
+    return lambda function: black(white(function))
+
+
+# The USI limits and options of grow, refine search and selfplay (each command
+# orders and words them its own way).
+
+def engine_options_option(help: str) -> Decorator:
+    """``--engine-option NAME=VALUE`` (repeatable; parameter ``engine_options``)."""
+    return click.option("--engine-option", "engine_options", multiple=True,
+                        metavar="NAME=VALUE", help=help)
+
+
+def nodes_option(help: str) -> Decorator:
+    return click.option("--nodes", type=click.IntRange(1), help=help)
+
+
+def byoyomi_option(help: str) -> Decorator:
+    return click.option("--byoyomi", type=click.IntRange(1), help=help)
+
+
+def movetime_option(help: str = "usi: go movetime MS.") -> Decorator:
+    return click.option("--movetime", type=click.IntRange(1), help=help)
+
+
+def depth_option(help: str) -> Decorator:
+    return click.option("--depth", type=click.IntRange(1), help=help)
+
+
+def engine_timeout_option(help: str) -> Decorator:
+    """``--engine-timeout`` in seconds; ``help`` is followed by the defaults."""
+    return click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
+                        help=help + " " + DEFAULT_TIMEOUT_HELP)

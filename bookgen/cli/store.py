@@ -1,0 +1,184 @@
+"""``bookgen import``, ``export``, ``merge``, ``stats`` and ``show``: whole-book operations.
+
+Thin layers over :mod:`bookgen.importer`, :mod:`bookgen.exporter`,
+:mod:`bookgen.merge`, :mod:`bookgen.stats` and :mod:`bookgen.show`, imported
+only when a command runs.
+"""
+
+from __future__ import annotations
+
+import click
+
+from bookgen.cli.options import book_option, json_option, output_option, wait_option
+from bookgen.cli.support import echo_json, reports_errors
+
+
+@click.command("import")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@book_option()
+@click.option("--format", "fmt", type=click.Choice(["auto", "db2016", "apery"]),
+              default="auto", show_default=True,
+              help="Input format; auto looks at each file's content (a format given "
+                   "is refused for content that is clearly the other one).")
+@click.option("--strict", is_flag=True,
+              help="Import nothing (exit 2, book untouched) if any entry is invalid, "
+                   "instead of skipping invalid entries.")
+@click.option("--roots", type=click.Path(exists=True, dir_okay=False),
+              help="Apery only: file of 'startpos moves ...' / 'sfen ...' lines to walk "
+                   "from besides the initial position.")
+@click.option("--max-gap", type=click.IntRange(0, 1), default=1, show_default=True,
+              help="Apery only: plies outside the book to look through when walking.")
+@json_option()
+@wait_option
+@reports_errors
+def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
+                   roots: str | None, max_gap: int, as_json: bool, wait: bool) -> None:
+    """Import DB2016 (.db) or Apery (.bin) books into BOOK, merging with what is there.
+
+    Invalid entries are reported once each on stderr (file, line, reason),
+    skipped and counted. The book changes in one transaction: an interrupted
+    or failed import leaves it exactly as it was. Duplicate positions keep the
+    minimum ply; a move already in the book is replaced only by an entry with
+    greater depth, or equal depth and greater count.
+
+    Apery files hold keys, not positions: they are walked from the initial
+    position (and --roots) over all legal moves, and records never reached
+    are reported.
+    """
+    from bookgen.diagnostics import Diagnostics
+    from bookgen.importer import import_books
+
+    summary = import_books(sources, book, fmt=fmt, strict=strict, roots=roots,
+                           max_gap=max_gap, diagnostics=Diagnostics(), wait=wait)
+    if as_json:
+        echo_json(summary.as_dict())
+        return
+    for info in summary.files:
+        line = (f"{info['file']} ({info['format']}): {info['positions']} positions, "
+                f"{info['moves']} moves read, {info['problems']} problems")
+        if info["format"] == "apery":
+            line += (f"; {info['records']} records, {info['records_unreached']} never "
+                     f"reached, {info['gap_positions']} positions found across gaps")
+        click.echo(line)
+    if summary.interrupted_at_commit:
+        click.echo("bookgen: Ctrl-C came during the final commit; the import completed",
+                   err=True)
+    skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.skipped.items()))
+    click.echo(f"{summary.book}: +{summary.positions_added} positions, +{summary.moves_added} "
+               f"moves, {summary.moves_updated} moves updated"
+               + (f"; skipped {skipped}" if skipped else ""))
+
+
+@click.command("export")
+@output_option("The file to write.")
+@book_option()
+@click.option("--format", "fmt", type=click.Choice(["db2016", "apery", "policy", "hcpe"]),
+              default="db2016", show_default=True,
+              help="Output format; policy: YaneuraOu's POLICY-DB2024 policy book (move "
+                   "counts and the best value as a win rate); hcpe: training targets, "
+                   "OUT (value and best move per position) plus OUT.policy.npy (dlshogi's "
+                   "book-to-policy probabilities, see docs/formats.md).")
+@click.option("--temperature", type=click.FloatRange(0, min_open=True), default=100.0,
+              show_default=True,
+              help="hcpe: softmax((s_i - s_max) * (1000 / T) / 754.3) over a position's moves.")
+@click.option("--values", type=click.Choice(["raw", "minimax"]), default="raw",
+              show_default=True,
+              help="raw: the book's own values and depths; minimax: those of 'bookgen "
+                   "refine minimax', with the transposition moves it found.")
+@click.option("--noe", is_flag=True, help="DB2016: add a '# NOE:<positions>,SORTED' line.")
+@json_option()
+@reports_errors
+def export_command(output: str, book: str, fmt: str, temperature: float, values: str,
+                   noe: bool, as_json: bool) -> None:
+    """Write the book as a DB2016 text book or an Apery/dlshogi binary book.
+
+    DB2016: normalised sfens with their minimum ply, blocks sorted by sfen,
+    moves best first (value, then count). Apery: 16-byte records sorted by
+    key, counts scaled into 16 bits where a position's largest count exceeds
+    65535.
+
+    --values minimax writes minimax values and depths (DB2016 depth column:
+    the minimax depth, 'none' for lines ending in repetition), best move
+    first; a move with the best value but another depth is written one lower
+    so that engines play the intended move. --values raw leaves out the moves
+    refine added and writes exactly what it wrote before the refine.
+    """
+    from bookgen.diagnostics import Diagnostics
+    from bookgen.exporter import export_book
+
+    result = export_book(output, book, fmt=fmt, values=values, noe=noe,
+                         diagnostics=Diagnostics(), temperature=temperature)
+    if as_json:
+        echo_json(result)
+    elif fmt in ("db2016", "policy", "hcpe"):
+        click.echo(f"{output}: {result['positions']} positions, {result['moves']} moves")
+    else:
+        click.echo(f"{output}: {result['records']} records for {result['positions']} "
+                   f"positions ({result['key_collisions']} key collisions, "
+                   f"{result['counts_scaled']} positions with scaled counts)")
+
+
+@click.command("stats")
+@book_option()
+@json_option("Print one JSON object.")
+@reports_errors
+def stats_command(book: str, as_json: bool) -> None:
+    """Size of the book and describe() tables of ply and best value.
+
+    The value tables hold, for each position with moves, the value of its
+    best move, separately for black (sente) and white (gote) to move.
+    """
+    from bookgen.stats import book_stats, format_stats
+
+    stats = book_stats(book)
+    if as_json:
+        echo_json(stats)
+    else:
+        click.echo(format_stats(stats))
+
+
+@click.command("show")
+@click.argument("position", nargs=-1)
+@book_option()
+@click.option("--svg", type=click.Path(dir_okay=False), help="Write the board as SVG here.")
+@json_option("Print as JSON.")
+@reports_errors
+def show_command(position: tuple[str, ...], book: str, svg: str | None, as_json: bool) -> None:
+    """Show POSITION and its book moves.
+
+    POSITION is 'startpos moves 7g7f ...' or 'sfen <sfen> [moves ...]'
+    (default: the initial position); quoting is optional.
+    """
+    from bookgen.show import format_position, lookup_position
+
+    info = lookup_position(" ".join(position) or "startpos", book, svg=svg)
+    if as_json:
+        echo_json(info)
+    else:
+        click.echo(format_position(info))
+    if svg is not None:
+        click.echo(f"{svg}: board written", err=as_json)
+
+
+@click.command("merge")
+@click.argument("books", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@output_option("The book to merge into (created if missing).")
+@json_option()
+@wait_option
+@reports_errors
+def merge_command(books: tuple[str, ...], output: str, as_json: bool, wait: bool) -> None:
+    """Merge BOOKS into OUTPUT.
+
+    Positions keep their minimum ply. For a move present in several books the
+    entry with the greatest depth wins, then the one with the greatest count;
+    on a full tie the entry already in OUTPUT, then the earlier book, wins.
+    """
+    from bookgen.merge import merge_books
+
+    result = merge_books(output, books, wait=wait)
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(f"{output}: +{result['positions_added']} positions, +{result['moves_added']} "
+                   f"moves, {result['moves_updated']} moves updated; now "
+                   f"{result['positions']} positions, {result['moves']} moves")

@@ -1,0 +1,79 @@
+"""What every command module shares: the error wrapper, the exit codes and JSON output.
+
+Command modules import it (and :mod:`bookgen.cli.options`); it imports no
+command module, so registration stays in :mod:`bookgen.cli` alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from bookgen.errors import BookgenError
+from bookgen.startup import INTERRUPTED_EXIT, command_started
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ERROR_EXIT = 2
+
+
+def reports_errors(function: F) -> F:
+    """Turn library errors into a one-line message and exit code 2; Ctrl-C into 130
+    (from here on a ``KeyboardInterrupt``: see :mod:`bookgen.startup`).
+
+    numpy and cshogi, which every command uses, are loaded first, while a
+    Ctrl-C still exits quietly: one inside cshogi's import of numpy would
+    become an ``ImportError``. ``--help`` runs no command and loads neither.
+    """
+
+    @wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import cshogi  # noqa: F401  (and numpy)
+
+        command_started()
+        try:
+            return function(*args, **kwargs)
+        except BookgenError as error:
+            click.echo(f"bookgen: error: {error}", err=True)
+            sys.exit(ERROR_EXIT)
+        except KeyboardInterrupt:
+            click.echo("bookgen: interrupted", err=True)
+            sys.exit(INTERRUPTED_EXIT)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def exit_if_interrupted(interrupted: bool,
+                        hint: str = "rerun the same command to continue") -> None:
+    """The one rule for commands that stop cleanly at Ctrl-C and print their
+    summary: they then say so and exit with :data:`INTERRUPTED_EXIT`."""
+    if interrupted:
+        click.echo(f"bookgen: interrupted; {hint}", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+
+
+def json_text(value: Any, *, ensure_ascii: bool = True) -> str:
+    """``value`` as the JSON every ``--json`` prints (indented by 2, no trailing newline)."""
+    return json.dumps(value, indent=2, ensure_ascii=ensure_ascii)
+
+
+def echo_json(value: Any, *, ensure_ascii: bool = True) -> None:
+    """Print ``value`` as :func:`json_text` on standard output."""
+    click.echo(json_text(value, ensure_ascii=ensure_ascii))
+
+
+def no_nan(value: Any) -> Any:
+    """``value`` with NaN floats (metrics without data) as None, for strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [no_nan(v) for v in value]
+    return value
