@@ -14,6 +14,7 @@ import pandas as pd
 from bookgen.analysis import plots
 from bookgen.analysis.document import Heading, Image, Paragraph, Section, Table, plural
 from bookgen.errors import BookgenError
+from bookgen.store.snapshot import open_book_snapshot
 
 __all__ = ["BookSummary", "book_section", "read_book"]
 
@@ -39,61 +40,11 @@ class BookSummary:
     unattributed: tuple[int, int] = (0, 0)  # positions and moves of no known run
 
 
-def _open_book(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the book at ``path``, after checking it is one.
-
-    The book is opened with :func:`bookgen.store.connect_readonly` rather
-    than through :class:`bookgen.store.Book`, whose read-only open still
-    migrates an older writable file: a report must never change its inputs
-    (nor turn a results file given by mistake into a book).
-    """
-    from bookgen.schema import SCHEMA_VERSION
-    from bookgen.store import StorageError, connect_readonly
-
-    if not path.is_file():
-        raise BookgenError(f"{path}: no such book")
-    with open(path, "rb") as handle:
-        if not handle.read(16).startswith(b"SQLite format 3"):
-            raise BookgenError(f"{path}: not a readable SQLite book (not an SQLite file)")
-    try:
-        conn = connect_readonly(path)
-    except StorageError as error:
-        raise BookgenError(f"{path}: not a readable SQLite book ({error.detail or error})"
-                           ) from None
-    try:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        tables = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        kind = None
-        if "meta" in tables:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
-            kind = row[0] if row else None
-        if kind is not None:
-            raise BookgenError(f"{path}: a {kind} file, not a book (no bookgen book schema)")
-        if version == 0 or not {"runs", "positions", "moves"} <= tables:
-            raise BookgenError(f"{path}: not a bookgen book (no bookgen book schema; tables: "
-                               f"{', '.join(sorted(tables)) or 'none'})")
-        if version > SCHEMA_VERSION:
-            raise BookgenError(f"{path}: book schema version {version} is newer than this "
-                               f"bookgen supports ({SCHEMA_VERSION}); upgrade bookgen")
-    except StorageError as error:
-        conn.close()
-        raise BookgenError(f"{path}: not a readable SQLite book ({error.detail or error})"
-                           ) from None
-    except sqlite3.DatabaseError as error:
-        conn.close()
-        raise BookgenError(f"{path}: not a readable SQLite book ({error})") from None
-    except BookgenError:
-        conn.close()
-        raise
-    return conn
-
-
 def read_book(path: str | Path) -> BookSummary:
     from bookgen.store import TRANSPOSITION_ROW_SQL
 
     own = f"NOT {TRANSPOSITION_ROW_SQL}"
-    conn = _open_book(Path(path))
+    conn = open_book_snapshot(Path(path))
     try:
         runs = [dict(zip(("id", "command", "status", "started_at", "positions_added",
                           "moves_added", "moves_updated", "counts"), row))

@@ -26,7 +26,8 @@ from bookgen.formats.db2016 import write_db2016
 from bookgen.formats.policy import write_policy_book
 from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
-from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove, fault_point
+from bookgen.signals import fault_point
+from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove
 
 EXPORT_FORMATS = ("db2016", "apery", "policy", "hcpe")
 EXPORT_VALUES = ("raw", "minimax")

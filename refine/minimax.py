@@ -70,7 +70,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from bookgen.errors import BookgenError
-from bookgen.store import DEFAULT_BOOK, Book, fault_point
+from bookgen.signals import fault_point
+from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.values import MATE_VALUE, value_to_cp
 from bookgen.refine.graph import REFINE_MINIMAX_COMMAND, MinimaxGraph, build_graph
 
@@ -602,7 +603,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
     The graph is read in one snapshot; if another process commits to the book
     before the results are written, nothing is written and BookgenError says so.
     ``wait``: when another process writes the book, wait for it instead of
-    raising :class:`bookgen.lock.BookLocked`.
+    raising :class:`bookgen.store.lock.BookLocked`.
     """
     if method not in METHODS:
         raise BookgenError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")

@@ -52,10 +52,13 @@ from bookgen.errors import BookgenError
 from bookgen.evaluators import default_batch_size
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
-from bookgen.runcontrol import Interrupted, RunStop, mark_dead_runs, stop_on_interrupt
-from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book, now
+from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
+from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book
+from bookgen.store.index import BookIndex
+from bookgen.store.runs import mark_dead_runs, matching_runs
+from bookgen.timestamps import utc_now
 from bookgen.values import MATE_VALUE
-from bookgen.refine.search import BookIndex, EngineSettings, matching_runs, search
+from bookgen.refine.search import EngineSettings, search
 
 __all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Mistake", "MistakesSummary", "classify",
            "find_mistakes", "mistakes", "position_line"]
@@ -243,7 +246,7 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
     docstring and ``bookgen refine mistakes --help``. ``batch_size`` (None: the
     evaluator's default) goes to the grow runs of ``iterate``. ``wait``: when
     another process writes the book, wait for it instead of raising
-    :class:`bookgen.lock.BookLocked`."""
+    :class:`bookgen.store.lock.BookLocked`."""
     for name, value in (("--threshold", threshold), ("--diff", diff),
                         ("--opp-threshold", opp_threshold)):
         if value is not None and value < 0:
@@ -309,7 +312,7 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
             "book_value, engine_value, difference, book_move, engine_move, reason, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(summary.run_id, iteration, m.position_id, m.analysis_run_id, m.kind, m.book_value,
-              m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, now())
+              m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, utc_now())
              for m in found])
         _end_run(store, summary, "running")
 
