@@ -28,6 +28,7 @@ from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
 from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove
+from bookgen.values import draw_cp  # the same conversion refine uses
 
 EXPORT_FORMATS = ("db2016", "apery", "policy", "hcpe")
 EXPORT_VALUES = ("raw", "minimax")
@@ -56,8 +57,6 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
 
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:
-    from bookgen.refine.minimax import draw_cp   # the same conversion refine used
-
     row = store.conn.execute(
         "SELECT params FROM runs WHERE command = ? AND status = 'done' ORDER BY id DESC "
         "LIMIT 1", (REFINE_MINIMAX_COMMAND,)).fetchone()

@@ -1,6 +1,6 @@
 """``bookgen refine search`` and ``bookgen refine mistakes``.
 
-Thin click layers over :func:`bookgen.refine.search.search` and
+Thin click layers over :func:`bookgen.refine.book_search.search` and
 :func:`bookgen.refine.mistakes.mistakes`; the work is imported only when a command runs.
 """
 
@@ -72,7 +72,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     the run (exit code 2).
     """
     from bookgen.evaluators.usi import parse_options
-    from bookgen.refine.search import search
+    from bookgen.refine.book_search import search
 
     options = parse_options(list(engine_options))
     summary = search(book, engine=engine, engine_options=options, nodes=nodes,

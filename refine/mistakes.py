@@ -29,8 +29,8 @@ moves first (value and ``eval_value`` the engine's score, depth the
 analysis's, count 1, child linked), so that what grows behind it reaches the
 position's value. Each position after such a move is the root of its own
 ``grow`` run (``expand`` positions, no ``eval_threshold`` cut); then ``refine
-minimax`` runs when it is installed, the positions the grow runs expanded are
-searched with the same analysis key, and the mistakes are detected again. It
+minimax`` runs, the positions the grow runs expanded are searched with the
+same analysis key, and the mistakes are detected again. It
 stops when a round flags no position that an earlier round had not flagged,
 or after ``max_iterations`` extensions. Every round's mistakes are recorded
 with their round number (``iteration``); the last round's are the result.
@@ -38,7 +38,6 @@ with their round number (``iteration``); the last round's are the result.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import tempfile
@@ -57,15 +56,15 @@ from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book
 from bookgen.store.index import BookIndex
 from bookgen.store.runs import mark_dead_runs, matching_runs
 from bookgen.timestamps import utc_now
-from bookgen.values import MATE_VALUE
-from bookgen.refine.search import EngineSettings, search
+from bookgen.values import MATE_BOUND, MATE_VALUE
+from bookgen.refine.book_search import EngineSettings, search
+from bookgen.refine.minimax import refine_minimax
 
 __all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Mistake", "MistakesSummary", "classify",
            "find_mistakes", "mistakes", "position_line"]
 
 DEFAULT_THRESHOLD = 150
 DEFAULT_DIFF = 200
-MATE_BOUND = MATE_VALUE - 1000   # scores beyond this are mates
 
 
 def classify(s: int, o: int, engine_mate: int | None, thr: int = DEFAULT_THRESHOLD,
@@ -390,7 +389,7 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
         os.unlink(roots_file)
     try:
         with stop.abortable():  # one transaction: nothing or everything is written
-            _run_minimax(store, summary)
+            refine_minimax(str(store.path))
     except Interrupted:
         return "interrupted"
     added = [row[0] for row in store.conn.execute(
@@ -453,21 +452,3 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
     else:
         summary.moves_added += 1
     return 1
-
-
-def _run_minimax(store: Book, summary: MistakesSummary) -> None:
-    """Propagate over the whole graph with ``refine minimax`` when it is installed."""
-    try:
-        from bookgen.refine.minimax import refine_minimax  # type: ignore[import-not-found]
-    except ImportError:
-        note = "refine minimax is not available: values propagated by grow only"
-        if note not in summary.notes:
-            summary.notes.append(note)
-        return
-    kwargs: dict[str, Any] = {}
-    try:
-        if "progress" in inspect.signature(refine_minimax).parameters:
-            kwargs["progress"] = False
-    except (TypeError, ValueError):
-        pass
-    refine_minimax(str(store.path), **kwargs)

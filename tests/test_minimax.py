@@ -595,8 +595,8 @@ def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
 def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
     import numpy as np
 
+    from bookgen.refine import minimax_graph as graph
     from bookgen.store import Book
-    from bookgen.refine import graph
 
     book = shuffle_book(4, positions=60, push_rate=0.3)
     path = import_book(tmp_path, book)
@@ -741,9 +741,9 @@ def test_trusted_score_keeps_rare_moves_from_looking_better(tmp_path):
 
 
 def test_negascout_budget_falls_back_and_says_so(tmp_path):
-    from bookgen.store import Book
-    from bookgen.refine.graph import build_graph
+    from bookgen.refine.minimax_graph import build_graph
     from bookgen.refine.negascout import negascout
+    from bookgen.store import Book
 
     book = shuffle_book(11, positions=30, push_rate=0.15)
     path = import_book(tmp_path, book)
@@ -852,11 +852,11 @@ def test_a_book_changed_during_the_refine_is_left_alone(tmp_path, monkeypatch):
 
 
 def test_large_checking_components_fall_back_and_say_so(tmp_path, monkeypatch):
-    from bookgen.refine import minimax
+    from bookgen.refine import minimax, retrograde
 
     book, cycle = chase_book(-500, -400)
     path = import_book(tmp_path, book)
-    monkeypatch.setattr(minimax, "_EXHAUSTIVE_BUDGET", 3)
+    monkeypatch.setattr(retrograde, "_EXHAUSTIVE_BUDGET", 3)
     summary = minimax.refine_minimax(path)
     assert summary["checking_components"] == 1
     assert summary["checking_components_approximated"] == 1

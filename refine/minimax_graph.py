@@ -36,9 +36,7 @@ from bookgen.children import pool_worker_init
 from bookgen.store import REFINE_MINIMAX_COMMAND, TRANSPOSITION_ROW_SQL, Book
 from bookgen.values import MATE_VALUE
 
-# REFINE_MINIMAX_COMMAND and TRANSPOSITION_ROW_SQL (refine's own moves rows)
-# are defined by the store, which every reader of the moves table consults.
-__all__ = ["REFINE_MINIMAX_COMMAND", "TRANSPOSITION_ROW_SQL"]
+__all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph"]
 
 KIND_LEAF = 0          # book move whose child is not a book position with moves
 KIND_BOOK_EDGE = 1     # book move into a node
