@@ -14,7 +14,7 @@ import pandas as pd
 from bookgen.analysis import plots
 from bookgen.analysis.document import Heading, Image, Paragraph, Section, Table, plural
 from bookgen.errors import BookgenError
-from bookgen.store.snapshot import open_book_snapshot
+from bookgen.store import MoveRows, open_book_snapshot, queries
 
 __all__ = ["BookSummary", "book_section", "read_book"]
 
@@ -41,46 +41,29 @@ class BookSummary:
 
 
 def read_book(path: str | Path) -> BookSummary:
-    from bookgen.store import TRANSPOSITION_ROW_SQL
-
-    own = f"NOT {TRANSPOSITION_ROW_SQL}"
     conn = open_book_snapshot(Path(path))
     try:
         runs = [dict(zip(("id", "command", "status", "started_at", "positions_added",
                           "moves_added", "moves_updated", "counts"), row))
-                for row in conn.execute(
-                    "SELECT id, command, status, started_at, positions_added, moves_added, "
-                    "moves_updated, counts FROM runs ORDER BY id")]
-        created = dict(conn.execute(
-            "SELECT created_run, count(*) FROM positions GROUP BY created_run").fetchall())
-        written = dict(conn.execute(
-            f"SELECT run_id, count(*) FROM moves m WHERE {own} GROUP BY run_id").fetchall())
+                for row in queries.runs_table(conn)]
+        created = queries.positions_by_created_run(conn)
+        written = queries.moves_by_run(conn, MoveRows.OWN)
         for run in runs:
             run["positions_created"] = int(created.pop(run["id"], 0))
             run["moves_written"] = int(written.pop(run["id"], 0))
         # Rows of no run (or of a run row that is gone) count from the start.
         unattributed = (sum(created.values()), sum(written.values()))
-        positions = int(conn.execute("SELECT count(*) FROM positions").fetchone()[0])
-        moves = int(conn.execute(f"SELECT count(*) FROM moves m WHERE {own}").fetchone()[0])
-        with_moves = int(conn.execute(
-            f"SELECT count(DISTINCT position_id) FROM moves m WHERE {own}").fetchone()[0])
-        plies = [int(row[0]) for row in conn.execute(
-            "SELECT ply FROM positions WHERE ply IS NOT NULL AND id IN "
-            "(SELECT position_id FROM moves)")]
+        positions = queries.count_positions(conn)
+        moves = queries.count_moves(conn, MoveRows.OWN)
+        with_moves = queries.positions_with_moves(conn, MoveRows.OWN)
+        plies = [int(ply) for ply in queries.plies_of_positions_with_moves(conn, MoveRows.OWN)
+                 if ply is not None]
         values: dict[str, list[int]] = {"black to move": [], "white to move": []}
-        for turn, best in conn.execute(
-                "SELECT p.turn, max(m.value) FROM moves m JOIN positions p "
-                f"ON p.id = m.position_id WHERE {own} GROUP BY m.position_id"):
+        for turn, best in queries.best_values_by_turn(conn, rows=MoveRows.OWN):
             if best is not None:
                 values["black to move" if turn == 0 else "white to move"].append(int(best))
-        has_mistakes = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = "
-                                    "'table' AND name = 'mistakes'").fetchone()[0]
-        mistakes = [] if not has_mistakes else [
-            dict(zip(("run_id", "iteration", "started_at", "kind", "count"), row))
-            for row in conn.execute(
-                "SELECT m.run_id, m.iteration, r.started_at, m.kind, count(*) "
-                "FROM mistakes m LEFT JOIN runs r ON r.id = m.run_id "
-                "GROUP BY m.run_id, m.iteration, m.kind ORDER BY m.run_id, m.iteration, m.kind")]
+        mistakes = [dict(zip(("run_id", "iteration", "started_at", "kind", "count"), row))
+                    for row in queries.mistake_counts(conn)]
     except sqlite3.DatabaseError as error:
         raise BookgenError(f"{path}: cannot read the book ({error})") from None
     finally:

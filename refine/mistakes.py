@@ -52,7 +52,7 @@ from bookgen.evaluators import default_batch_size
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
 from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
-from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book
+from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries
 from bookgen.store.index import BookIndex
 from bookgen.store.runs import mark_dead_runs, matching_runs
 from bookgen.timestamps import utc_now
@@ -416,9 +416,7 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
     counts the rows written in ``summary``."""
     conn = store.conn
     run_id = summary.run_id
-    if conn.execute(f"SELECT 1 FROM moves m WHERE position_id = ? AND move = ? "
-                    f"AND NOT {TRANSPOSITION_ROW_SQL}",
-                    (mistake.position_id, mistake.engine_move)).fetchone():
+    if queries.has_move(conn, mistake.position_id, mistake.engine_move, MoveRows.OWN):
         return 0
     child_sfen = board_key(child_board)
     ply = mistake.ply + 1 if mistake.ply is not None else None
@@ -434,9 +432,8 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
         else:
             child_id = row[0]
             positions_added = 0
-        transposition = conn.execute(
-            "SELECT 1 FROM moves WHERE position_id = ? AND move = ?",
-            (mistake.position_id, mistake.engine_move)).fetchone() is not None
+        transposition = queries.has_move(conn, mistake.position_id, mistake.engine_move,
+                                         MoveRows.ALL)
         # A transposition row refine minimax added for this move becomes a book move.
         conn.execute(
             "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "

@@ -534,6 +534,38 @@ def test_merge_leaves_refines_transposition_rows_behind(tmp_path):
     assert refine(merged)["transposition_rows_added"] > 0
 
 
+def test_own_moves_are_the_rows_refine_did_not_add(tmp_path):
+    """MoveRows.OWN, the temporary view for plain SQL and Book.moves_of agree on
+    the book's own moves; refine adds its transposition rows only to positions
+    that have own moves, so the positions with moves are the same either way."""
+    from bookgen.store import Book, MoveRows, queries
+    from bookgen.store.own_moves import create_own_moves_view
+
+    book = shuffle_book(3, positions=30)
+    path = import_book(tmp_path, book)
+    before = book_rows(path)
+    assert refine(path)["transposition_rows_added"] > 0
+    after = book_rows(path)
+    with Book(path, create=False, readonly=True) as store:
+        conn = store.conn
+        assert store.count_moves(MoveRows.OWN) == len(before)
+        assert store.count_moves() == queries.count_moves(conn, MoveRows.ALL) == len(after)
+        assert queries.positions_with_moves(conn, MoveRows.OWN) == len(book)
+        assert queries.positions_with_moves(conn, MoveRows.ALL) == len(book)
+        assert queries.plies_of_positions_with_moves(conn, MoveRows.OWN) == \
+            queries.plies_of_positions_with_moves(conn, MoveRows.ALL)
+        for position_id, sfen in conn.execute("SELECT id, sfen FROM positions"):
+            if sfen in book:
+                assert sorted(m.move for m in store.moves_of(position_id)) == sorted(book[sfen])
+                assert len(store.moves_of(position_id, MoveRows.ALL)) >= len(book[sfen])
+    conn = sqlite3.connect(path)
+    try:
+        view = create_own_moves_view(conn)
+        assert conn.execute(f"SELECT count(*) FROM {view}").fetchone()[0] == len(before)
+    finally:
+        conn.close()
+
+
 def test_rerun_is_idempotent_and_recorded(tmp_path):
     book = check_book(0, positions=24)
     path = import_book(tmp_path, book)

@@ -35,7 +35,8 @@ from bookgen.signals import fault_point, interrupts_held
 from bookgen.store import lock
 from bookgen.store.connection import (UNREADABLE, Connection, StorageError, close_writer,
                                       connect, connect_readonly)
-from bookgen.store.own_moves import TRANSPOSITION_ROW_SQL
+from bookgen.store import queries
+from bookgen.store.own_moves import MoveRows, own_rows_sql
 from bookgen.store.schema import BOOK_TABLES, MIGRATIONS, SCHEMA_VERSION
 from bookgen.timestamps import utc_now
 
@@ -317,10 +318,11 @@ class Book:
     # -- queries -------------------------------------------------------------
 
     def count_positions(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM positions").fetchone()[0])
+        return queries.count_positions(self.conn)
 
-    def count_moves(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM moves").fetchone()[0])
+    def count_moves(self, rows: MoveRows = MoveRows.ALL) -> int:
+        """The number of ``moves`` rows (all of them unless ``rows`` says own)."""
+        return queries.count_moves(self.conn, rows)
 
     def find_position(self, sfen: str) -> tuple[int, int | None] | None:
         """(id, ply) of a position by normalised sfen, or None."""
@@ -328,19 +330,21 @@ class Book:
             "SELECT id, ply FROM positions WHERE sfen = ?", (sfen,)).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def moves_of(self, position_id: int) -> list[BookMove]:
-        rows = self.conn.execute(
-            "SELECT move, ponder, value, depth, count FROM moves m WHERE position_id = ? "
-            f"AND NOT {TRANSPOSITION_ROW_SQL}", (position_id,)).fetchall()
-        return sort_moves([BookMove(*row) for row in rows])
+    def moves_of(self, position_id: int, rows: MoveRows = MoveRows.OWN) -> list[BookMove]:
+        """The moves of a position (the book's own unless ``rows`` says all), best first."""
+        where = f" AND {own_rows_sql()}" if rows == MoveRows.OWN else ""
+        found = self.conn.execute(
+            "SELECT move, ponder, value, depth, count FROM moves m WHERE position_id = ?"
+            f"{where}", (position_id,)).fetchall()
+        return sort_moves([BookMove(*row) for row in found])
 
     def iter_blocks(self) -> Iterator[tuple[str, int | None, list[BookMove]]]:
         """Every position that has moves, sorted by sfen, with its moves best first
-        (the book's own moves: refine's transposition rows are left out)."""
+        (the book's own moves, raw values: refine's transposition rows are left out)."""
         cursor = self.conn.execute(
             "SELECT p.sfen, p.ply, m.move, m.ponder, m.value, m.depth, m.count "
-            "FROM positions p JOIN moves m ON m.position_id = p.id "
-            f"WHERE NOT {TRANSPOSITION_ROW_SQL} ORDER BY p.sfen")
+            f"FROM positions p JOIN moves m ON m.position_id = p.id WHERE {own_rows_sql()} "
+            "ORDER BY p.sfen")
         current: str | None = None
         ply: int | None = None
         block: list[BookMove] = []

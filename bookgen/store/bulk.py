@@ -1,17 +1,22 @@
 """Bulk writes: rows straight into the book, in the caller's transaction.
 
-Imports go through :class:`BulkWriter`; :data:`MOVE_UPSERT_SQL` and
+Imports go through :class:`BulkWriter`, merges through :func:`attach_source`
+and :func:`merge_attached`; :data:`MOVE_UPSERT_SQL` and
 :data:`PLY_UPSERT_SQL` are the merge rules that import and merge share.
 """
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from typing import Any
 
 from bookgen.signals import fault_point
 from bookgen.store.book import Book
+from bookgen.store.connection import readonly_uris
+from bookgen.store.own_moves import own_rows_sql
 
-__all__ = ["MOVE_UPSERT_SQL", "PLY_UPSERT_SQL", "BulkWriter"]
+__all__ = ["MOVE_UPSERT_SQL", "PLY_UPSERT_SQL", "BulkWriter", "attach_source", "merge_attached"]
 
 
 # Merge rule shared by import and merge: an incoming move replaces the stored
@@ -127,3 +132,55 @@ class BulkWriter:
         positions_added = self.book.count_positions() - self.positions_before
         moves_added = self.book.count_moves() - self.moves_before
         return positions_added, moves_added, self.move_changes - moves_added
+
+
+# -- merging another book ---------------------------------------------------------------
+
+_MOVE_COLUMNS = ("ponder", "value", "depth", "count", "visits", "prior", "win_rate",
+                 "eval_value", "minimax_value", "minimax_depth", "engine_score")
+
+
+def attach_source(store: Book, source: str | os.PathLike[str], schema: str) -> None:
+    """Attach a source book; read-write when possible (only SELECTs run on it) so
+    that closing removes its WAL files, read-only when it cannot be written."""
+    *preferred, last = readonly_uris(source)
+    for uri in preferred:
+        try:
+            store.conn.execute(f"ATTACH DATABASE ? AS {schema}", (uri,))
+            return
+        except sqlite3.OperationalError:
+            pass
+    store.conn.execute(f"ATTACH DATABASE ? AS {schema}", (last,))
+
+
+def merge_attached(store: Book, schema: str, run_id: int) -> tuple[int, int, int]:
+    """Merge the book attached as ``schema`` into ``store`` in the caller's
+    transaction (see :mod:`bookgen.merge` for the rules; refine minimax's
+    transposition rows are not copied); returns (positions added, moves added,
+    moves updated)."""
+    conn = store.conn
+    positions_before = store.count_positions()
+    moves_before = store.count_moves()
+    conn.execute(
+        "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) "
+        f"SELECT sfen, zobrist, ply, turn, ? FROM {schema}.positions WHERE true "
+        "ORDER BY id" + PLY_UPSERT_SQL, (run_id,))
+    changes = conn.total_changes
+    selected = ", ".join(f"m.{c}" for c in _MOVE_COLUMNS)
+    also_update = ", ".join(f"{c} = excluded.{c}" for c in _MOVE_COLUMNS[4:])
+    upsert = MOVE_UPSERT_SQL.replace(
+        "run_id = excluded.run_id",
+        f"run_id = excluded.run_id, {also_update}, "
+        "child_id = coalesce(excluded.child_id, moves.child_id)")
+    conn.execute(
+        f"INSERT INTO moves(position_id, move, {', '.join(_MOVE_COLUMNS)}, child_id, run_id) "
+        f"SELECT p.id, m.move, {selected}, pc.id, ? "
+        f"FROM {schema}.moves m JOIN {schema}.positions sp ON sp.id = m.position_id "
+        "JOIN main.positions p ON p.sfen = sp.sfen "
+        f"LEFT JOIN {schema}.positions sc ON sc.id = m.child_id "
+        "LEFT JOIN main.positions pc ON pc.sfen = sc.sfen "
+        f"WHERE {own_rows_sql(schema)} ORDER BY p.id" + upsert, (run_id,))
+    changed = conn.total_changes - changes
+    positions_added = store.count_positions() - positions_before
+    moves_added = store.count_moves() - moves_before
+    return positions_added, moves_added, changed - moves_added

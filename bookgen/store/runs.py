@@ -2,7 +2,9 @@
 
 A long run records its process id in its ``runs`` row (``counts.pid``) while
 it is ``running``; a later run marks rows whose process is gone as
-``interrupted`` (:func:`mark_dead_runs`). ``refine search`` runs carry their
+``interrupted`` (:func:`mark_dead_runs`). :func:`last_params` says how a
+command last ran (export reads refine minimax's draw values). ``refine
+search`` runs carry their
 analysis key in ``params.key``: :func:`matching_runs` and
 :func:`analysed_positions` find what runs with the same key did.
 """
@@ -15,7 +17,7 @@ from typing import Any
 
 from bookgen.store.book import Book
 
-__all__ = ["analysed_positions", "mark_dead_runs", "matching_runs"]
+__all__ = ["analysed_positions", "last_params", "mark_dead_runs", "matching_runs"]
 
 
 def mark_dead_runs(book: Book) -> int:
@@ -34,6 +36,14 @@ def mark_dead_runs(book: Book) -> int:
         with book.transaction():
             book.conn.executemany("UPDATE runs SET status = 'interrupted' WHERE id = ?", dead)
     return len(dead)
+
+
+def last_params(book: Book, command: str) -> dict[str, Any]:
+    """The parameters of the last finished (``done``) run of ``command``; {} if none."""
+    row = book.conn.execute(
+        "SELECT params FROM runs WHERE command = ? AND status = 'done' ORDER BY id DESC "
+        "LIMIT 1", (command,)).fetchone()
+    return json.loads(row[0]) if row else {}
 
 
 def matching_runs(book: Book, key: dict[str, Any]) -> list[int]:
