@@ -416,7 +416,9 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
     counts the rows written in ``summary``."""
     conn = store.conn
     run_id = summary.run_id
-    if queries.has_move(conn, mistake.position_id, mistake.engine_move, MoveRows.OWN):
+    engine_move = mistake.engine_move
+    assert engine_move is not None  # called for the engine's move only (_extend)
+    if queries.has_move(conn, mistake.position_id, engine_move, MoveRows.OWN):
         return 0
     child_sfen = board_key(child_board)
     ply = mistake.ply + 1 if mistake.ply is not None else None
@@ -432,8 +434,7 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
         else:
             child_id = row[0]
             positions_added = 0
-        transposition = queries.has_move(conn, mistake.position_id, mistake.engine_move,
-                                         MoveRows.ALL)
+        transposition = queries.has_move(conn, mistake.position_id, engine_move, MoveRows.ALL)
         # A transposition row refine minimax added for this move becomes a book move.
         conn.execute(
             "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
