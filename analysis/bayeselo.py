@@ -2,7 +2,7 @@
 
 Model (``statistics.md`` of the shared reference), with ``f(x) = 1 / (1 +
 10^(x / 400))`` and ``d = R_first - R_second`` (the first player is sente,
-``Game.black``, PGN "White")::
+``GameResult.black``, PGN "White")::
 
     P(first wins)  = f(-d - adv + drawElo)
     P(first loses) = f( d + adv + drawElo)
@@ -41,7 +41,7 @@ import numpy as np
 from scipy import special, stats
 
 from bookgen.analysis.ratings import _aggregate, _components, _group_text, _score_edges
-from bookgen.analysis.results import Game
+from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
 
 __all__ = ["BayesEloPlayer", "BayesEloTable", "display_scale", "fit_bayeselo"]
@@ -152,7 +152,7 @@ def _loglik_terms(x: np.ndarray, delta: float, w: np.ndarray, d: np.ndarray, l: 
     return float(value)
 
 
-def fit_bayeselo(games: Sequence[Game], *, advantage: float | None = DEFAULT_ADVANTAGE,
+def fit_bayeselo(games: Sequence[GameResult], *, advantage: float | None = DEFAULT_ADVANTAGE,
                  draw_elo: float | None = DEFAULT_DRAW_ELO, prior: float = DEFAULT_PRIOR,
                  confidence: float = 95.0, average: float = 0.0, anchor: str | None = None,
                  anchor_rating: float = 0.0) -> BayesEloTable:

@@ -31,21 +31,22 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
 import cshogi
 
 from bookgen.analysis.players import Player, PlayerFailure, PlayerSpec, TimeControl, build_player
-from bookgen.analysis.results import Game, ResultsFile, write_pgn_game
+from bookgen.analysis.results import write_pgn_game
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
 from bookgen.progress import progress_bar
 from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
-from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
-from bookgen.store import fault_point
+from bookgen.runcontrol import collect_or_abandon
+from bookgen.signals import fault_point, stop_on_interrupt
+from bookgen.store.results import GameResult, ResultsFile
+from bookgen.timestamps import utc_now
 from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
@@ -84,13 +85,9 @@ class FinishedGame:
     engine_seconds: float
 
     @property
-    def game(self) -> Game:
-        return Game(self.task.black, self.task.white, self.result, self.reason,
+    def game(self) -> GameResult:
+        return GameResult(self.task.black, self.task.white, self.result, self.reason,
                     len(self.moves), str(self.task.pair), self.task.opening, "")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 # --------------------------------------------------------------------------
@@ -122,7 +119,7 @@ class MatchSprt:
     model: str = "normalized"
     named: bool = True   # False: the engine under test was not named (the first player)
 
-    def result(self, games: Sequence[Game]) -> Any:
+    def result(self, games: Sequence[GameResult]) -> Any:
         """The test's state on ``games`` (an ``SprtResult``), None before any game
         between the two."""
         from bookgen.analysis.pairstats import sprt
@@ -174,7 +171,7 @@ def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
 
 def play_game(task: GameTask, players: dict[str, Player], settings: MatchSettings) -> FinishedGame:
     """Play ``task`` between two players (by name) under the runner's rules."""
-    started_at, wall_start = _now(), time.perf_counter()
+    started_at, wall_start = utc_now(), time.perf_counter()
     control = settings.control
     game = GameState(task.opening, max_ply=None, declaration_rule=settings.declaration_rule,
                      resign=settings.resign, resign_moves=settings.resign_moves)
@@ -220,7 +217,7 @@ def play_game(task: GameTask, players: dict[str, Player], settings: MatchSetting
     assert outcome is not None
     return FinishedGame(task, game.start_sfen, RESULT_NAMES[outcome.result], str(outcome.reason),
                         outcome.detail, list(game.moves), scores[:len(game.moves)],
-                        used[cshogi.BLACK], used[cshogi.WHITE], started_at, _now(),
+                        used[cshogi.BLACK], used[cshogi.WHITE], started_at, utc_now(),
                         time.perf_counter() - wall_start, engine_seconds)
 
 
@@ -342,7 +339,7 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
               resign: int | None = None, resign_moves: int = 3, declaration_rule: str = "27",
               concurrency: int = 1, pgn: str | Path | None = None,
               csa_dir: str | Path | None = None, seed: int | None = None,
-              stop_when: Callable[[list[Game]], str | None] | None = None,
+              stop_when: Callable[[list[GameResult]], str | None] | None = None,
               sprt: MatchSprt | None = None, progress: bool = True) -> MatchSummary:
     """Play a match and record it in ``results``; see ``bookgen match --help``.
 
@@ -427,7 +424,7 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         todo = [task for task in tasks if task.key not in done]
         summary.scheduled = len(tasks)
         summary.previously_played = len(tasks) - len(todo)
-        match_games = _games_of(store, match_id)
+        match_games = store.games(match_id)
         status = _play(todo, specs, settings, concurrency, store, match_id, key, summary,
                        match_games, pgn_file, csa_path, stop_when, progress)
     except KeyboardInterrupt:
@@ -446,7 +443,7 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
                 pass  # a failed write, already reported
         if summary.match_id:
             if sprt is not None:
-                state = sprt.result(_games_of(store, summary.match_id))
+                state = sprt.result(store.games(summary.match_id))
                 summary.sprt = state.as_json() if state is not None else None
                 store.set_match_sprt(summary.match_id, {**sprt.as_json(),
                                                         "last": summary.sprt})
@@ -465,11 +462,11 @@ def _control_key(control: TimeControl) -> dict[str, Any]:
     return key
 
 
-def _sprt_stop(sprt: MatchSprt, also: Callable[[list[Game]], str | None] | None
-               ) -> Callable[[list[Game]], str | None]:
+def _sprt_stop(sprt: MatchSprt, also: Callable[[list[GameResult]], str | None] | None
+               ) -> Callable[[list[GameResult]], str | None]:
     from bookgen.analysis.pairstats import verdict_sentence
 
-    def stop_when(games: list[Game]) -> str | None:
+    def stop_when(games: list[GameResult]) -> str | None:
         if also is not None:
             reason = also(games)
             if reason is not None:
@@ -499,18 +496,10 @@ def _check_control(control: TimeControl) -> None:
             raise BookgenError(f"--{name} must not be negative")
 
 
-def _games_of(store: ResultsFile, match_id: int) -> list[Game]:
-    rows = store.db.execute(
-        "SELECT black, white, result, reason, plies, pair, opening FROM games "
-        "WHERE match_id = ? ORDER BY id", (match_id,)).fetchall()
-    return [Game(r["black"], r["white"], r["result"], r["reason"], r["plies"], str(r["pair"]),
-                 r["opening"], store.path.name) for r in rows]
-
-
 def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSettings,
           concurrency: int, store: ResultsFile, match_id: int, key: str,
-          summary: MatchSummary, match_games: list[Game], pgn_file: TextIO | None,
-          csa_path: Path | None, stop_when: Callable[[list[Game]], str | None] | None,
+          summary: MatchSummary, match_games: list[GameResult], pgn_file: TextIO | None,
+          csa_path: Path | None, stop_when: Callable[[list[GameResult]], str | None] | None,
           progress: bool) -> str:
     """Play ``todo``; return the match status."""
     points: Counter[str] = Counter()

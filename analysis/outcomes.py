@@ -1,6 +1,6 @@
 """How games end, per player, and whether a kind of ending is more frequent for some.
 
-An *ending* names a game's end reason (``Game.reason``, e.g. a
+An *ending* names a game's end reason (``GameResult.reason``, e.g. a
 ``bookgen.rules.Reason`` value) from one player's side:
 
 - a decisive game counts as ``"<reason> win"`` for the winner and
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
-from bookgen.analysis.results import Game
+from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
 
 __all__ = ["RateTest", "ending_labels", "holm", "outcome_table", "test_rate"]
@@ -46,11 +46,11 @@ PAIRED_NOTE = ("the two games of a colour-swapped pair share an opening and are 
                "these tests treat every game as independent, so p-values are optimistic")
 
 
-def _reason(game: Game) -> str:
+def _reason(game: GameResult) -> str:
     return game.reason or UNKNOWN_REASON
 
 
-def ending_labels(game: Game) -> dict[str, str]:
+def ending_labels(game: GameResult) -> dict[str, str]:
     """``{player: ending}`` of one game (see the module doc for the names)."""
     reason = _reason(game)
     winner, loser = game.winner, game.loser
@@ -69,7 +69,7 @@ class _Tally:
     reasons: dict[str, Counter[str]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, games: Sequence[Game]) -> _Tally:
+    def of(cls, games: Sequence[GameResult]) -> _Tally:
         tally = cls()
         for game in games:
             if game.black == game.white:
@@ -90,7 +90,8 @@ class _Tally:
         return self.reasons[player][ending]
 
 
-def outcome_table(games: Sequence[Game], endings: Sequence[str] | None = None) -> pd.DataFrame:
+def outcome_table(games: Sequence[GameResult], endings: Sequence[str] | None = None
+                  ) -> pd.DataFrame:
     """Rows: players (sorted); columns: ``games`` then the count of each ending.
 
     ``endings`` defaults to every ending label seen, sorted; a requested bare
@@ -190,7 +191,7 @@ def _two_by_two(table: np.ndarray, correction: bool) -> tuple[str, float, int | 
     return name, float(chi.statistic), int(chi.dof), float(chi.pvalue)
 
 
-def test_rate(games: Sequence[Game], ending: str, *, naive: bool = False,
+def test_rate(games: Sequence[GameResult], ending: str, *, naive: bool = False,
               players: Sequence[str] | None = None, method: str = "auto",
               correction: bool = True) -> RateTest:
     """Compare how often ``ending`` happens to each player (see the module doc).

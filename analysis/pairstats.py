@@ -34,7 +34,7 @@ from typing import Any
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from bookgen.analysis.results import Game
+from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
 
 __all__ = ["EloEstimate", "PairCounts", "SprtResult", "count_games", "elo_pentanomial",
@@ -75,7 +75,7 @@ class PairCounts:
         return sum(self.penta) if self.penta else 0
 
 
-def count_games(games: Sequence[Game], a: str, b: str) -> PairCounts:
+def count_games(games: Sequence[GameResult], a: str, b: str) -> PairCounts:
     """W/D/L and pentanomial counts of ``a`` against ``b`` (other games ignored).
 
     Games sharing a pair key are matched in file order, one with ``a`` as
@@ -374,7 +374,7 @@ class SprtResult:
                 "estimate": estimate, "games_left_out": self.games_left_out}
 
 
-def _check_players(games: Sequence[Game], a: str, b: str) -> None:
+def _check_players(games: Sequence[GameResult], a: str, b: str) -> None:
     players = sorted({g.black for g in games} | {g.white for g in games})
     missing = [name for name in (a, b) if name not in players]
     if missing:
@@ -385,7 +385,7 @@ def _check_players(games: Sequence[Game], a: str, b: str) -> None:
         raise BookgenError("the engine and its opponent must differ")
 
 
-def sprt(games: Sequence[Game], a: str, b: str, *, elo0: float, elo1: float,
+def sprt(games: Sequence[GameResult], a: str, b: str, *, elo0: float, elo1: float,
          alpha: float = 0.05, beta: float = 0.05, model: str = "normalized",
          trinomial: bool = False) -> SprtResult:
     """GSPRT of ``a`` against ``b`` for H0 ``elo0`` vs H1 ``elo1`` (see the module doc)."""

@@ -8,7 +8,7 @@ The model is Ordo's (M. A. Ballicora), as described in
 - maximum-likelihood ratings: for every player the sum of its expected
   scores equals the points it scored (a draw is half a point);
 - optionally a white advantage ``WA`` (white = sente = the first player,
-  ``Game.black``) added to the first player's rating, fitted so that the
+  ``GameResult.black``) added to the first player's rating, fitted so that the
   total expected first-player score equals the observed one;
 - optionally the draw rate between equal opponents ``Deq``: for an expected
   score ``p`` the draw probability is ``(sqrt(1 + 4 a p (1 - p)) - 1) / a``
@@ -61,7 +61,7 @@ from scipy import optimize, special, stats
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from bookgen.analysis.results import Game
+from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
 
 __all__ = ["DEFAULT_SCALE", "PlayerRating", "RatingTable", "draw_probability",
@@ -242,7 +242,7 @@ class _Cells:
         return wins.astype(int), draws.astype(int), losses.astype(int)
 
 
-def _aggregate(games: Sequence[Game]) -> _Cells:
+def _aggregate(games: Sequence[GameResult]) -> _Cells:
     if not games:
         raise BookgenError("no games to rate")
     for number, game in enumerate(games, 1):
@@ -566,7 +566,7 @@ def _anchor_shift(ratings: np.ndarray, anchor_index: int | None, anchor_rating: 
     return ratings + (average - ratings.mean(axis=-1))[..., None]
 
 
-def fit_ratings(games: Sequence[Game], *, white_advantage: bool = False,
+def fit_ratings(games: Sequence[GameResult], *, white_advantage: bool = False,
                 draw_rate: bool = False, simulations: int = 0, average: float = 0.0,
                 anchor: str | None = None, anchor_rating: float = 0.0,
                 scale: float = DEFAULT_SCALE, confidence: float = 95.0,
@@ -728,7 +728,7 @@ def _simulate(cells: _Cells, u: np.ndarray, wa: float, deq: float, *, fit_wa: bo
 # head to head
 
 
-def head_to_head(games: Sequence[Game],
+def head_to_head(games: Sequence[GameResult],
                  ratings: RatingTable | Mapping[str, float] | None = None
                  ) -> list[dict[str, Any]]:
     """Results per ordered pair (player, opponent), from the player's side.

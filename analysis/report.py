@@ -54,10 +54,11 @@ from bookgen.analysis.pairstats import (EloEstimate, PairCounts, SprtResult, cou
                                 elo_pentanomial, elo_trinomial, sprt, verdict_sentence)
 from bookgen.analysis.ratings import RatingTable, _round_half_up, fit_ratings
 from bookgen.analysis.report_book import BookSummary, book_section, read_book
-from bookgen.analysis.results import Game, load_games, recorded_sprts
+from bookgen.analysis.results import load_games
 from bookgen import __version__
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_write, check_output
+from bookgen.store.results import GameResult, recorded_sprts
 
 __all__ = ["PairResult", "Report", "build_report", "parse_sprt", "rating_rows", "render_html",
            "render_markdown", "report_summary", "write_html", "write_markdown"]
@@ -248,8 +249,9 @@ def build_report(results: Sequence[str | Path], *, book: str | Path | None = Non
     return report
 
 
-def _pairwise(games: Sequence[Game], players: Sequence[str]) -> dict[tuple[str, str], PairResult]:
-    by_pair: dict[frozenset[str], list[Game]] = defaultdict(list)
+def _pairwise(games: Sequence[GameResult], players: Sequence[str]
+              ) -> dict[tuple[str, str], PairResult]:
+    by_pair: dict[frozenset[str], list[GameResult]] = defaultdict(list)
     for game in games:
         by_pair[frozenset((game.black, game.white))].append(game)
     found: dict[tuple[str, str], PairResult] = {}
@@ -488,7 +490,7 @@ def _outcomes_section(report: Report, paired: bool) -> Section:
     return section
 
 
-def _colour_section(games: Sequence[Game], players: Sequence[str]) -> Section:
+def _colour_section(games: Sequence[GameResult], players: Sequence[str]) -> Section:
     section = Section("colour", "Score by colour")
     points: dict[tuple[str, str], list[float]] = defaultdict(list)
     for game in games:
@@ -519,7 +521,7 @@ def _colour_section(games: Sequence[Game], players: Sequence[str]) -> Section:
     return section
 
 
-def _length_section(games: Sequence[Game]) -> Section:
+def _length_section(games: Sequence[GameResult]) -> Section:
     section = Section("lengths", "Game length")
     known = [g for g in games if g.plies > 0]
     if not known:

@@ -14,6 +14,7 @@ import pandas as pd
 from bookgen.analysis import plots
 from bookgen.analysis.document import Heading, Image, Paragraph, Section, Table, plural
 from bookgen.errors import BookgenError
+from bookgen.store import MoveRows, open_book_snapshot, queries
 
 __all__ = ["BookSummary", "book_section", "read_book"]
 
@@ -39,97 +40,30 @@ class BookSummary:
     unattributed: tuple[int, int] = (0, 0)  # positions and moves of no known run
 
 
-def _open_book(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the book at ``path``, after checking it is one.
-
-    The book is opened with :func:`bookgen.store.connect_readonly` rather
-    than through :class:`bookgen.store.Book`, whose read-only open still
-    migrates an older writable file: a report must never change its inputs
-    (nor turn a results file given by mistake into a book).
-    """
-    from bookgen.schema import SCHEMA_VERSION
-    from bookgen.store import StorageError, connect_readonly
-
-    if not path.is_file():
-        raise BookgenError(f"{path}: no such book")
-    with open(path, "rb") as handle:
-        if not handle.read(16).startswith(b"SQLite format 3"):
-            raise BookgenError(f"{path}: not a readable SQLite book (not an SQLite file)")
-    try:
-        conn = connect_readonly(path)
-    except StorageError as error:
-        raise BookgenError(f"{path}: not a readable SQLite book ({error.detail or error})"
-                           ) from None
-    try:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        tables = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        kind = None
-        if "meta" in tables:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
-            kind = row[0] if row else None
-        if kind is not None:
-            raise BookgenError(f"{path}: a {kind} file, not a book (no bookgen book schema)")
-        if version == 0 or not {"runs", "positions", "moves"} <= tables:
-            raise BookgenError(f"{path}: not a bookgen book (no bookgen book schema; tables: "
-                               f"{', '.join(sorted(tables)) or 'none'})")
-        if version > SCHEMA_VERSION:
-            raise BookgenError(f"{path}: book schema version {version} is newer than this "
-                               f"bookgen supports ({SCHEMA_VERSION}); upgrade bookgen")
-    except StorageError as error:
-        conn.close()
-        raise BookgenError(f"{path}: not a readable SQLite book ({error.detail or error})"
-                           ) from None
-    except sqlite3.DatabaseError as error:
-        conn.close()
-        raise BookgenError(f"{path}: not a readable SQLite book ({error})") from None
-    except BookgenError:
-        conn.close()
-        raise
-    return conn
-
-
 def read_book(path: str | Path) -> BookSummary:
-    from bookgen.store import TRANSPOSITION_ROW_SQL
-
-    own = f"NOT {TRANSPOSITION_ROW_SQL}"
-    conn = _open_book(Path(path))
+    conn = open_book_snapshot(Path(path))
     try:
         runs = [dict(zip(("id", "command", "status", "started_at", "positions_added",
                           "moves_added", "moves_updated", "counts"), row))
-                for row in conn.execute(
-                    "SELECT id, command, status, started_at, positions_added, moves_added, "
-                    "moves_updated, counts FROM runs ORDER BY id")]
-        created = dict(conn.execute(
-            "SELECT created_run, count(*) FROM positions GROUP BY created_run").fetchall())
-        written = dict(conn.execute(
-            f"SELECT run_id, count(*) FROM moves m WHERE {own} GROUP BY run_id").fetchall())
+                for row in queries.runs_table(conn)]
+        created = queries.positions_by_created_run(conn)
+        written = queries.moves_by_run(conn, MoveRows.OWN)
         for run in runs:
             run["positions_created"] = int(created.pop(run["id"], 0))
             run["moves_written"] = int(written.pop(run["id"], 0))
         # Rows of no run (or of a run row that is gone) count from the start.
         unattributed = (sum(created.values()), sum(written.values()))
-        positions = int(conn.execute("SELECT count(*) FROM positions").fetchone()[0])
-        moves = int(conn.execute(f"SELECT count(*) FROM moves m WHERE {own}").fetchone()[0])
-        with_moves = int(conn.execute(
-            f"SELECT count(DISTINCT position_id) FROM moves m WHERE {own}").fetchone()[0])
-        plies = [int(row[0]) for row in conn.execute(
-            "SELECT ply FROM positions WHERE ply IS NOT NULL AND id IN "
-            "(SELECT position_id FROM moves)")]
+        positions = queries.count_positions(conn)
+        moves = queries.count_moves(conn, MoveRows.OWN)
+        with_moves = queries.positions_with_moves(conn, MoveRows.OWN)
+        plies = [int(ply) for ply in queries.plies_of_positions_with_moves(conn, MoveRows.OWN)
+                 if ply is not None]
         values: dict[str, list[int]] = {"black to move": [], "white to move": []}
-        for turn, best in conn.execute(
-                "SELECT p.turn, max(m.value) FROM moves m JOIN positions p "
-                f"ON p.id = m.position_id WHERE {own} GROUP BY m.position_id"):
+        for turn, best in queries.best_values_by_turn(conn, rows=MoveRows.OWN):
             if best is not None:
                 values["black to move" if turn == 0 else "white to move"].append(int(best))
-        has_mistakes = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = "
-                                    "'table' AND name = 'mistakes'").fetchone()[0]
-        mistakes = [] if not has_mistakes else [
-            dict(zip(("run_id", "iteration", "started_at", "kind", "count"), row))
-            for row in conn.execute(
-                "SELECT m.run_id, m.iteration, r.started_at, m.kind, count(*) "
-                "FROM mistakes m LEFT JOIN runs r ON r.id = m.run_id "
-                "GROUP BY m.run_id, m.iteration, m.kind ORDER BY m.run_id, m.iteration, m.kind")]
+        mistakes = [dict(zip(("run_id", "iteration", "started_at", "kind", "count"), row))
+                    for row in queries.mistake_counts(conn)]
     except sqlite3.DatabaseError as error:
         raise BookgenError(f"{path}: cannot read the book ({error})") from None
     finally:

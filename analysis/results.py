@@ -1,355 +1,47 @@
-"""Match results files: the SQLite schema, the writer the match runner uses, and loaders.
+"""Game results from files: results files and PGN, read into one record.
 
-A results file is one SQLite database (``RESULTS.sqlite``) that plain SQLite
-tools can read; ``docs/schema.md`` documents it. Its version is in ``PRAGMA
-user_version`` and in ``meta``. Tables:
-
-- ``matches``: one row per match schedule (``key`` is a fingerprint of the
-  settings that decide which games are played; rerunning the same command
-  finds its row and plays only the games still missing);
-- ``players``: every player's name, spec, options and USI identity;
-- ``games``: one row per finished game, keyed by ``(match_id, game_key)``.
-  ``pair`` groups the two games of an opening played with colours swapped
-  (the sampling unit of the pentanomial statistics).
-
-:func:`load_games` reads results files and PGN files written by other tools
-(cutechess, ``cshogi.cli``; sente is "White" there) into :class:`Game`
-records, the common input of ratings, SPRT and outcome statistics.
+:func:`load_games` reads bookgen's results files
+(:mod:`bookgen.store.results`, which also writes them) and PGN files written
+by other tools (cutechess, ``cshogi.cli``; sente is "White" there) into
+:class:`bookgen.store.results.GameResult` records, the common input of
+ratings, SPRT and outcome statistics. :func:`write_pgn_game` appends a game
+to a PGN file.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from bookgen.errors import BookgenError
-from bookgen.files import check_writable
-from bookgen.store import StorageError, close_writer, connect, connect_readonly
+from bookgen.store.results import (RESULT_BLACK, RESULT_DRAW, RESULT_WHITE, GameResult,
+                                   read_results_file)
 
-__all__ = ["RESULTS_SCHEMA_VERSION", "Game", "ResultsFile", "load_games", "read_pgn",
-           "recorded_sprts", "write_pgn_game"]
+__all__ = ["load_games", "read_pgn", "write_pgn_game"]
 
-RESULTS_SCHEMA_VERSION = 1
-RESULTS_KIND = "bookgen-results"
-
-RESULT_BLACK, RESULT_WHITE, RESULT_DRAW = "black", "white", "draw"
 _PGN_RESULTS = {RESULT_BLACK: "1-0", RESULT_WHITE: "0-1", RESULT_DRAW: "1/2-1/2"}
-
-_SCHEMA = [
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """
-    CREATE TABLE matches (
-        id          INTEGER PRIMARY KEY,
-        key         TEXT NOT NULL UNIQUE,
-        settings    TEXT NOT NULL,
-        scheduled   INTEGER NOT NULL,
-        started_at  TEXT NOT NULL,
-        updated_at  TEXT NOT NULL,
-        status      TEXT NOT NULL DEFAULT 'running'
-                    CHECK (status IN ('running', 'done', 'interrupted', 'failed', 'stopped'))
-    )
-    """,
-    """
-    CREATE TABLE players (
-        name     TEXT PRIMARY KEY,
-        spec     TEXT NOT NULL,
-        options  TEXT NOT NULL DEFAULT '{}',
-        engine   TEXT,
-        author   TEXT
-    )
-    """,
-    """
-    CREATE TABLE games (
-        id            INTEGER PRIMARY KEY,
-        match_id      INTEGER NOT NULL REFERENCES matches(id),
-        game_key      TEXT NOT NULL,
-        round         INTEGER NOT NULL,
-        pair          INTEGER NOT NULL,
-        opening_index INTEGER,
-        opening       TEXT,
-        start_sfen    TEXT NOT NULL,
-        black         TEXT NOT NULL,
-        white         TEXT NOT NULL,
-        result        TEXT NOT NULL CHECK (result IN ('black', 'white', 'draw')),
-        reason        TEXT NOT NULL,
-        detail        TEXT NOT NULL DEFAULT '',
-        plies         INTEGER NOT NULL,
-        moves         TEXT NOT NULL,
-        black_ms      INTEGER,
-        white_ms      INTEGER,
-        started_at    TEXT,
-        finished_at   TEXT NOT NULL,
-        UNIQUE (match_id, game_key)
-    )
-    """,
-    "CREATE INDEX games_players ON games(black, white)",
-]
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-# --------------------------------------------------------------------------
-# the common record
-
-
-@dataclass(frozen=True)
-class Game:
-    """One finished game, whatever file it came from.
-
-    ``result`` is ``"black"``, ``"white"`` or ``"draw"`` (black = sente =
-    PGN "White"). ``pair`` identifies the colour-swapped pair the game
-    belongs to (None when unknown); the two games of a complete pair share
-    it and have their players swapped.
-    """
-
-    black: str
-    white: str
-    result: str
-    reason: str = ""
-    plies: int = 0
-    pair: str | None = None
-    opening: str | None = None
-    source: str = ""
-
-    @property
-    def black_score(self) -> float:
-        return {RESULT_BLACK: 1.0, RESULT_WHITE: 0.0}.get(self.result, 0.5)
-
-    def score_for(self, player: str) -> float:
-        """Points ``player`` scored in this game (1, 1/2 or 0)."""
-        if player == self.black:
-            return self.black_score
-        if player == self.white:
-            return 1.0 - self.black_score
-        raise ValueError(f"{player!r} did not play this game")
-
-    @property
-    def winner(self) -> str | None:
-        return {RESULT_BLACK: self.black, RESULT_WHITE: self.white}.get(self.result)
-
-    @property
-    def loser(self) -> str | None:
-        return {RESULT_BLACK: self.white, RESULT_WHITE: self.black}.get(self.result)
-
-
-# --------------------------------------------------------------------------
-# the SQLite file
-
-
-class ResultsFile:
-    """A results file opened for writing (created when missing).
-
-    Every :meth:`add_game` is its own transaction, so a killed match keeps
-    every game it finished.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        check_writable(self.path)
-        created = not self.path.exists()
-        existed = not created and self.path.stat().st_size > 0
-        self.db = connect(self.path, timeout=30, isolation_level=None,
-                          kept=lambda: "the games finished before are kept")
-        try:
-            self.db.row_factory = sqlite3.Row
-            if existed:  # before anything writes to it (WAL mode rewrites the header)
-                check_results_file(self.db, self.path)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            if not existed:
-                self._create()
-        except BaseException as error:
-            self.db.close()
-            if created:  # a half-made file (a full disk) would be refused by the next run
-                for suffix in ("", "-wal", "-shm", "-journal"):
-                    Path(str(self.path) + suffix).unlink(missing_ok=True)
-            if isinstance(error, StorageError):
-                if error.code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-                    raise BookgenError(f"{self.path}: not a results file "
-                                       f"({error.detail})") from None
-            elif isinstance(error, sqlite3.DatabaseError):
-                raise BookgenError(f"{self.path}: not a results file ({error})") from None
-            raise
-
-    def _create(self) -> None:
-        with self.transaction() as db:
-            for statement in _SCHEMA:
-                db.execute(statement)
-            db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                ("kind", RESULTS_KIND), ("schema_version", str(RESULTS_SCHEMA_VERSION)),
-                ("created_at", _now())])
-            db.execute(f"PRAGMA user_version = {RESULTS_SCHEMA_VERSION}")
-
-    class _Transaction:
-        def __init__(self, db: sqlite3.Connection) -> None:
-            self.db = db
-
-        def __enter__(self) -> sqlite3.Connection:
-            self.db.execute("BEGIN IMMEDIATE")
-            return self.db
-
-        def __exit__(self, kind: object, *exc: object) -> None:
-            try:
-                if kind is None:
-                    self.db.execute("COMMIT")
-                    return
-            except BaseException:
-                self._rollback()
-                raise
-            self._rollback()
-
-        def _rollback(self) -> None:
-            # SQLite rolls back by itself after some errors (disk full, I/O errors).
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-
-    def transaction(self) -> _Transaction:
-        return self._Transaction(self.db)
-
-    def close(self) -> None:
-        close_writer(self.db, self.path)
-
-    def __enter__(self) -> ResultsFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- matches and players ---------------------------------------------
-
-    def begin_match(self, key: str, settings: dict[str, Any], scheduled: int) -> int:
-        """The id of the match with this key (created when new); marks it running."""
-        with self.transaction() as db:
-            row = db.execute("SELECT id FROM matches WHERE key = ?", (key,)).fetchone()
-            if row is not None:
-                db.execute("UPDATE matches SET status = 'running', updated_at = ? WHERE id = ?",
-                           (_now(), row["id"]))
-                return int(row["id"])
-            cursor = db.execute(
-                "INSERT INTO matches (key, settings, scheduled, started_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (key, json.dumps(settings, sort_keys=True), scheduled, _now(), _now()))
-            return int(cursor.lastrowid or 0)
-
-    def set_match_sprt(self, match_id: int, sprt: dict[str, Any]) -> None:
-        """Record the match's SPRT (engine under test, bounds, last state) in its
-        settings, under ``sprt``."""
-        with self.transaction() as db:
-            db.execute("UPDATE matches SET settings = json_set(settings, '$.sprt', json(?)) "
-                       "WHERE id = ?", (json.dumps(sprt, sort_keys=True), match_id))
-
-    def end_match(self, match_id: int, status: str) -> None:
-        with self.transaction() as db:
-            db.execute("UPDATE matches SET status = ?, updated_at = ? WHERE id = ?",
-                       (status, _now(), match_id))
-
-    def finished_keys(self, match_id: int) -> set[str]:
-        rows = self.db.execute("SELECT game_key FROM games WHERE match_id = ?", (match_id,))
-        return {row[0] for row in rows}
-
-    def add_player(self, name: str, spec: str, options: dict[str, Any] | None = None,
-                   engine: str | None = None, author: str | None = None) -> None:
-        with self.transaction() as db:
-            db.execute(
-                "INSERT INTO players (name, spec, options, engine, author) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET spec = excluded.spec, options = excluded.options, "
-                "engine = coalesce(excluded.engine, engine), "
-                "author = coalesce(excluded.author, author)",
-                (name, spec, json.dumps(options or {}, sort_keys=True), engine, author))
-
-    # -- games -------------------------------------------------------------
-
-    def add_game(self, match_id: int, **game: Any) -> None:
-        """Record one finished game (columns of ``games`` as keywords)."""
-        game.setdefault("finished_at", _now())
-        game.setdefault("detail", "")
-        if game["result"] not in _PGN_RESULTS:
-            raise ValueError(f"bad result {game['result']!r}")
-        columns = ["match_id", *game]
-        with self.transaction() as db:
-            db.execute(f"INSERT OR REPLACE INTO games ({', '.join(columns)}) "
-                       f"VALUES ({', '.join('?' * len(columns))})", [match_id, *game.values()])
-
-
-def check_results_file(db: sqlite3.Connection, path: Path) -> None:
-    """Raise a clear error unless ``db`` is a results file this version can read."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    try:
-        kind = db.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone()
-    except sqlite3.DatabaseError:
-        kind = None
-    if kind is None or kind[0] != RESULTS_KIND:
-        raise BookgenError(f"{path}: not a bookgen results file (a book? a results file is "
-                           "written by 'bookgen match -o')")
-    if version > RESULTS_SCHEMA_VERSION:
-        raise BookgenError(f"{path}: results schema version {version} is newer than this "
-                           f"bookgen understands ({RESULTS_SCHEMA_VERSION}); upgrade bookgen")
 
 
 # --------------------------------------------------------------------------
 # loading
 
 
-def load_games(paths: Iterable[str | Path]) -> list[Game]:
+def load_games(paths: Iterable[str | Path]) -> list[GameResult]:
     """Every game in the given results files (SQLite) and PGN files, in file order."""
-    games: list[Game] = []
+    games: list[GameResult] = []
     for path in map(Path, paths):
         if not path.is_file():
             raise BookgenError(f"{path}: no such file")
         with open(path, "rb") as handle:
             head = handle.read(16)
         if head.startswith(b"SQLite format 3"):
-            games.extend(_load_sqlite(path))
+            games.extend(read_results_file(path))
         else:
             games.extend(read_pgn(path))
     return games
-
-
-def recorded_sprts(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """The SPRTs that ``bookgen match --sprt`` recorded in the given results files
-    (PGN files have none): each its ``settings.sprt`` plus ``file`` and ``match_id``."""
-    found: list[dict[str, Any]] = []
-    for path in map(Path, paths):
-        with open(path, "rb") as handle:
-            if not handle.read(16).startswith(b"SQLite format 3"):
-                continue
-        rows = _query(path, "SELECT id, json_extract(settings, '$.sprt') FROM matches "
-                            "WHERE json_extract(settings, '$.sprt') IS NOT NULL ORDER BY id")
-        for match_id, text in rows:
-            found.append({**json.loads(text), "file": str(path), "match_id": match_id})
-    return found
-
-
-def _query(path: Path, sql: str) -> list[Any]:
-    """The rows of ``sql`` in the results file ``path``, read without changing it
-    or leaving files beside it (also on read-only media)."""
-    try:
-        db = connect_readonly(path, timeout=30)
-        try:
-            check_results_file(db, path)
-            return db.execute(sql).fetchall()
-        finally:
-            db.close()
-    except StorageError as error:
-        raise BookgenError(f"{path}: cannot read results ({error.detail or error})") from None
-    except sqlite3.DatabaseError as error:
-        raise BookgenError(f"{path}: cannot read results ({error})") from None
-
-
-def _load_sqlite(path: Path) -> list[Game]:
-    rows = _query(path, "SELECT match_id, pair, black, white, result, reason, plies, opening, "
-                        "start_sfen FROM games ORDER BY id")
-    return [Game(black, white, result, reason, plies, f"{path}#{match}:{pair}",
-                 opening or start_sfen, str(path))
-            for match, pair, black, white, result, reason, plies, opening, start_sfen in rows]
 
 
 _TAG = re.compile(r'^\[(\w+)\s+"((?:[^"\\]|\\.)*)"\]\s*$')
@@ -384,7 +76,7 @@ def _pgn_blocks(path: Path) -> Iterator[tuple[int, dict[str, str], str]]:
         yield start, tags, " ".join(moves)
 
 
-def read_pgn(path: str | Path) -> list[Game]:
+def read_pgn(path: str | Path) -> list[GameResult]:
     """Games of a PGN file (sente is "White"); unfinished games (``*``) are skipped.
 
     Colour-swapped pairs are taken from the ``Pair`` tag bookgen writes
@@ -393,7 +85,7 @@ def read_pgn(path: str | Path) -> list[Game]:
     (``FEN``/``SFEN`` tag) are a pair.
     """
     path = Path(path)
-    games: list[Game] = []
+    games: list[GameResult] = []
     tagged: list[str | None] = []
     for line, tags, movetext in _pgn_blocks(path):
         result = tags.get("Result")
@@ -412,7 +104,7 @@ def read_pgn(path: str | Path) -> list[Game]:
             raise BookgenError(f"{path}:{line}: game without White and Black tags")
         opening = tags.get("SFEN") or tags.get("FEN")
         plies = int(tags["PlyCount"]) if tags.get("PlyCount", "").isdigit() else 0
-        games.append(Game(tags["White"], tags["Black"], names[result],
+        games.append(GameResult(tags["White"], tags["Black"], names[result],
                           tags.get("Termination", ""), plies, None, opening, str(path)))
         tagged.append(tags.get("Pair"))
     if games and all(tagged):
@@ -420,8 +112,8 @@ def read_pgn(path: str | Path) -> list[Game]:
     return _pair_consecutive(games, path)
 
 
-def _pair_consecutive(games: list[Game], path: Path) -> list[Game]:
-    paired: list[Game] = []
+def _pair_consecutive(games: list[GameResult], path: Path) -> list[GameResult]:
+    paired: list[GameResult] = []
     i = 0
     while i < len(games):
         first = games[i]
@@ -438,8 +130,8 @@ def _pair_consecutive(games: list[Game], path: Path) -> list[Game]:
     return paired
 
 
-def _with_pair(game: Game, key: str) -> Game:
-    return Game(game.black, game.white, game.result, game.reason, game.plies, key,
+def _with_pair(game: GameResult, key: str) -> GameResult:
+    return GameResult(game.black, game.white, game.result, game.reason, game.plies, key,
                 game.opening, game.source)
 
 

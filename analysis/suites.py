@@ -27,7 +27,7 @@ import cshogi
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_write
 from bookgen.position import STARTPOS_SFEN, board_key
-from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book
+from bookgen.store import DEFAULT_BOOK, Book, MoveRows, ValueColumn, queries
 
 REPETITION_PLIES = 36
 VALUE_BUCKET = 50
@@ -154,11 +154,9 @@ def write_suite(out: str | Path, kept: list[SuiteLine], *, limit: int | None = N
 
 def _load(store: Book, values: str) -> dict[str, list[tuple[int, str]]]:
     """sfen -> [(value, move)] of the book's own moves with a value."""
-    column = "coalesce(m.minimax_value, m.value)" if values == "minimax" else "m.value"
     book: dict[str, list[tuple[int, str]]] = {}
-    for sfen, move, value in store.conn.execute(
-            f"SELECT p.sfen, m.move, {column} FROM moves m JOIN positions p "
-            f"ON p.id = m.position_id WHERE NOT {TRANSPOSITION_ROW_SQL}"):
+    for sfen, move, value in queries.sfen_move_values(store.conn, ValueColumn(values),
+                                                      MoveRows.OWN):
         if value is not None:
             book.setdefault(sfen, []).append((value, move))
     return book

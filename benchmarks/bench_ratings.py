@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bookgen.analysis.bayeselo import fit_bayeselo  # noqa: E402
 from bookgen.analysis.ratings import beta_for, fit_ratings  # noqa: E402
-from bookgen.analysis.results import Game  # noqa: E402
+from bookgen.store.results import GameResult  # noqa: E402
 
 
-def make_games(players: int, games: int, seed: int) -> list[Game]:
+def make_games(players: int, games: int, seed: int) -> list[GameResult]:
     rng = np.random.default_rng(seed)
     names = [f"engine-{i:02d}" for i in range(players)]
     strength = rng.normal(0.0, 150.0, players)
@@ -38,7 +38,7 @@ def make_games(players: int, games: int, seed: int) -> list[Game]:
     roll = rng.random(games)
     result = np.where(roll < p - draw / 2, "black",
                       np.where(roll < p + draw / 2, "draw", "white"))
-    return [Game(names[b], names[w], str(r)) for b, w, r in zip(black, white, result)]
+    return [GameResult(names[b], names[w], str(r)) for b, w, r in zip(black, white, result)]
 
 
 def timed(label: str, function, *args, **kwargs):

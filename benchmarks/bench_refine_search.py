@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bookgen.grow import grow
-from bookgen.refine.search import search
+from bookgen.refine.book_search import search
 
 FAIRY = "/usr/games/fairy-stockfish"
 

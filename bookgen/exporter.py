@@ -11,7 +11,6 @@ choosing by value plays the intended move.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,10 @@ from bookgen.formats.db2016 import write_db2016
 from bookgen.formats.policy import write_policy_book
 from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
-from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove, fault_point
+from bookgen.signals import fault_point
+from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove, MoveRows, queries
+from bookgen.store.runs import last_params
+from bookgen.values import draw_cp  # the same conversion refine uses
 
 EXPORT_FORMATS = ("db2016", "apery", "policy", "hcpe")
 EXPORT_VALUES = ("raw", "minimax")
@@ -55,17 +57,10 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
 
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:
-    from bookgen.refine.minimax import draw_cp   # the same conversion refine used
-
-    row = store.conn.execute(
-        "SELECT params FROM runs WHERE command = ? AND status = 'done' ORDER BY id DESC "
-        "LIMIT 1", (REFINE_MINIMAX_COMMAND,)).fetchone()
-    params = json.loads(row[0]) if row else {}
+    params = last_params(store, REFINE_MINIMAX_COMMAND)
     draws = (draw_cp(int(params.get("draw_value_black", 500))),
              draw_cp(int(params.get("draw_value_white", 500))))
-    cursor = store.conn.execute(
-        "SELECT p.sfen, p.ply, p.turn, m.move, m.ponder, m.minimax_value, m.minimax_depth, "
-        "m.count FROM positions p JOIN moves m ON m.position_id = p.id ORDER BY p.sfen")
+    cursor = queries.minimax_rows(store.conn)
     current: str | None = None
     ply: int | None = None
     turn = 0
@@ -88,8 +83,7 @@ def _write_array(path: Path, array: np.ndarray) -> None:
 
 
 def _check_refined(store: Book) -> None:
-    missing = store.conn.execute(
-        "SELECT count(*) FROM moves WHERE minimax_value IS NULL").fetchone()[0]
+    missing = queries.unrefined_move_count(store.conn)
     if missing:
         raise BookgenError(
             f"{store.path}: {missing} moves have no minimax value (never refined, or grown "
@@ -114,8 +108,7 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
     with Book(book, create=False, readonly=True) as store:
         if values == "minimax":
             _check_refined(store)
-        total = int(store.conn.execute(
-            "SELECT count(DISTINCT position_id) FROM moves").fetchone()[0])
+        total = queries.positions_with_moves(store.conn, MoveRows.ALL)
         with atomic_output(out) as temporary, progress_bar(
                 total=total, unit="pos", desc=f"writing {out.name}",
                 disable=None if progress else True) as bar:

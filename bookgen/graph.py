@@ -29,7 +29,7 @@ import cshogi
 
 from bookgen.mcts import BookMoveChoice
 from bookgen.position import board_key, signed64
-from bookgen.store import TRANSPOSITION_ROW_SQL, Book
+from bookgen.store import Book, MoveRows, queries
 from bookgen.values import MATE_VALUE
 
 MAX_REVISITS = 8  # times one propagation may revisit a node whose value keeps changing
@@ -95,9 +95,9 @@ class BookGraph:
                 "SELECT id, sfen, ply, turn, value, expanded_run IS NOT NULL FROM positions"):
             node = Node(sfen, ply, turn, pid, bool(expanded), value)
             graph.nodes[sfen] = by_id[pid] = node
-        for pid, move, value, count, child_id, depth, ponder in conn.execute(
-                "SELECT position_id, move, value, count, child_id, depth, ponder FROM moves m "
-                f"WHERE NOT {TRANSPOSITION_ROW_SQL}"):  # refine's rows are not book moves
+        # The book's own moves: refine's transposition rows are not book moves.
+        for pid, move, value, count, child_id, depth, ponder in queries.iter_moves(
+                conn, MoveRows.OWN):
             node = by_id[pid]
             child = by_id[child_id].sfen if child_id is not None else None
             node.edges.append(Edge(move, value if value is not None else 0, count, child,

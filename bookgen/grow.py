@@ -20,7 +20,6 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
-from bookgen.lock import writing
 from bookgen.evaluators import EvaluatorError, default_batch_size, make_evaluator
 from bookgen.expand import ExpansionResult, ExpansionSettings, make_backend
 from bookgen.graph import BookGraph
@@ -28,9 +27,11 @@ from bookgen.mcts import SearchSettings
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
-from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
-                                 stop_on_interrupt, uncounted_on_failure)
-from bookgen.store import DEFAULT_BOOK, Book, fault_point
+from bookgen.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
+from bookgen.signals import RunStop, fault_point, stop_on_interrupt
+from bookgen.store import DEFAULT_BOOK, Book
+from bookgen.store.lock import writing
+from bookgen.store.runs import mark_dead_runs
 from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
 
 
@@ -77,7 +78,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
     ``batch_size`` None is the evaluator's default
     (:func:`bookgen.evaluators.default_batch_size`). ``wait``: when another
     process writes the book, wait for it instead of raising
-    :class:`bookgen.lock.BookLocked`."""
+    :class:`bookgen.store.lock.BookLocked`."""
     if strategy not in STRATEGIES:
         raise BookgenError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
     if color not in ("both", "black", "white"):

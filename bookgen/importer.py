@@ -17,7 +17,8 @@ from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
 from bookgen.formats.parallel import PARALLEL_MIN_BYTES, read_db2016_parallel
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
-from bookgen.store import DEFAULT_BOOK, Book, BulkWriter, fault_point
+from bookgen.signals import fault_point
+from bookgen.store import DEFAULT_BOOK, Book, BulkWriter
 
 
 @dataclass
@@ -51,7 +52,7 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
     interrupted import changes nothing either. Large DB2016 files are parsed
     by ``workers`` processes (default: one per core, at most 2). ``wait``: when
     another process writes the book, wait for it instead of raising
-    :class:`bookgen.lock.BookLocked`.
+    :class:`bookgen.store.lock.BookLocked`.
     """
     if workers is None:
         workers = min(2, os.cpu_count() or 1)

@@ -26,10 +26,9 @@ from operator import getitem
 
 import cshogi
 
-from bookgen.values import MATE_VALUE
+from bookgen.values import MATE_BOUND, MATE_VALUE
 
 MATE = MATE_VALUE
-MATE_BOUND = MATE - 1000
 INF = MATE + 1
 PLAY_DEPTH = 4  # playing strength of best_move: depth and node budget
 PLAY_NODES = 40_000

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book
+from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries
 
 DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
@@ -33,18 +33,15 @@ def book_stats(book: str | Path = DEFAULT_BOOK) -> dict[str, Any]:
     with Book(book, create=False, readonly=True) as store:
         conn = store.conn
         positions = store.count_positions()
-        own = f"NOT {TRANSPOSITION_ROW_SQL}"  # leave out refine's transposition rows
-        moves = int(conn.execute(f"SELECT count(*) FROM moves m WHERE {own}").fetchone()[0])
-        with_moves = int(conn.execute(
-            f"SELECT count(DISTINCT position_id) FROM moves m WHERE {own}").fetchone()[0])
+        # The book's own moves: refine's transposition rows are left out.
+        moves = store.count_moves(MoveRows.OWN)
+        with_moves = queries.positions_with_moves(conn, MoveRows.OWN)
         # Book positions are those with moves; grown books also hold rows for
         # children not expanded yet (the frontier), which are not counted here.
-        ply = pd.read_sql_query(
-            "SELECT ply FROM positions WHERE id IN (SELECT position_id FROM moves)", conn)["ply"]
-        best = pd.read_sql_query(
-            "SELECT p.turn AS turn, max(m.value) AS best FROM moves m "
-            f"JOIN positions p ON p.id = m.position_id WHERE {own} GROUP BY m.position_id", conn)
-        runs = int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+        ply = pd.Series(queries.plies_of_positions_with_moves(conn, MoveRows.OWN), dtype=float)
+        best = pd.DataFrame(queries.best_values_by_turn(conn, rows=MoveRows.OWN),
+                            columns=["turn", "best"], dtype=float)
+        runs = queries.count_runs(conn)
     return {
         "book": str(book),
         "positions": positions,

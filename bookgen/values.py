@@ -2,7 +2,10 @@
 
 A win probability ``p`` is for the side to move. ``cp = -ln(1/p - 1) * coef``
 and back ``p = 1 / (1 + exp(-cp / coef))`` with dlshogi's ``Eval_Coef`` 756
-as the default coefficient. Mate scores are stored as +-30000 (dlshogi).
+as the default coefficient. Mate scores are stored as +-30000 (dlshogi);
+scores beyond :data:`MATE_BOUND` are mates. Draw values (dlshogi's
+``Book_Draw_Value_*``) are given per mille of a win; :func:`draw_cp` turns one
+into centipawns.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import math
 
 EVAL_COEF = 756.0
 MATE_VALUE = 30000
+MATE_BOUND = MATE_VALUE - 1000  # scores beyond this are mates
 _P_EPSILON = 1e-12
 
 
@@ -35,3 +39,8 @@ def cp_to_value(cp: float, coef: float = EVAL_COEF) -> float:
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)
     return e / (1.0 + e)
+
+
+def draw_cp(per_mille: int) -> int:
+    """The draw value in cp for a draw value given per mille of a win."""
+    return value_to_cp(per_mille / 1000)

@@ -29,8 +29,8 @@ moves first (value and ``eval_value`` the engine's score, depth the
 analysis's, count 1, child linked), so that what grows behind it reaches the
 position's value. Each position after such a move is the root of its own
 ``grow`` run (``expand`` positions, no ``eval_threshold`` cut); then ``refine
-minimax`` runs when it is installed, the positions the grow runs expanded are
-searched with the same analysis key, and the mistakes are detected again. It
+minimax`` runs, the positions the grow runs expanded are searched with the
+same analysis key, and the mistakes are detected again. It
 stops when a round flags no position that an earlier round had not flagged,
 or after ``max_iterations`` extensions. Every round's mistakes are recorded
 with their round number (``iteration``); the last round's are the result.
@@ -38,7 +38,6 @@ with their round number (``iteration``); the last round's are the result.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import tempfile
@@ -52,17 +51,20 @@ from bookgen.errors import BookgenError
 from bookgen.evaluators import default_batch_size
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
-from bookgen.runcontrol import Interrupted, RunStop, mark_dead_runs, stop_on_interrupt
-from bookgen.store import DEFAULT_BOOK, TRANSPOSITION_ROW_SQL, Book, now
-from bookgen.values import MATE_VALUE
-from bookgen.refine.search import BookIndex, EngineSettings, matching_runs, search
+from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
+from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries
+from bookgen.store.index import BookIndex
+from bookgen.store.runs import mark_dead_runs, matching_runs
+from bookgen.timestamps import utc_now
+from bookgen.values import MATE_BOUND, MATE_VALUE
+from bookgen.refine.book_search import EngineSettings, search
+from bookgen.refine.minimax import refine_minimax
 
 __all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Mistake", "MistakesSummary", "classify",
            "find_mistakes", "mistakes", "position_line"]
 
 DEFAULT_THRESHOLD = 150
 DEFAULT_DIFF = 200
-MATE_BOUND = MATE_VALUE - 1000   # scores beyond this are mates
 
 
 def classify(s: int, o: int, engine_mate: int | None, thr: int = DEFAULT_THRESHOLD,
@@ -243,7 +245,7 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
     docstring and ``bookgen refine mistakes --help``. ``batch_size`` (None: the
     evaluator's default) goes to the grow runs of ``iterate``. ``wait``: when
     another process writes the book, wait for it instead of raising
-    :class:`bookgen.lock.BookLocked`."""
+    :class:`bookgen.store.lock.BookLocked`."""
     for name, value in (("--threshold", threshold), ("--diff", diff),
                         ("--opp-threshold", opp_threshold)):
         if value is not None and value < 0:
@@ -309,7 +311,7 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
             "book_value, engine_value, difference, book_move, engine_move, reason, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(summary.run_id, iteration, m.position_id, m.analysis_run_id, m.kind, m.book_value,
-              m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, now())
+              m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, utc_now())
              for m in found])
         _end_run(store, summary, "running")
 
@@ -387,7 +389,7 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
         os.unlink(roots_file)
     try:
         with stop.abortable():  # one transaction: nothing or everything is written
-            _run_minimax(store, summary)
+            refine_minimax(str(store.path))
     except Interrupted:
         return "interrupted"
     added = [row[0] for row in store.conn.execute(
@@ -414,9 +416,9 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
     counts the rows written in ``summary``."""
     conn = store.conn
     run_id = summary.run_id
-    if conn.execute(f"SELECT 1 FROM moves m WHERE position_id = ? AND move = ? "
-                    f"AND NOT {TRANSPOSITION_ROW_SQL}",
-                    (mistake.position_id, mistake.engine_move)).fetchone():
+    engine_move = mistake.engine_move
+    assert engine_move is not None  # called for the engine's move only (_extend)
+    if queries.has_move(conn, mistake.position_id, engine_move, MoveRows.OWN):
         return 0
     child_sfen = board_key(child_board)
     ply = mistake.ply + 1 if mistake.ply is not None else None
@@ -432,9 +434,7 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
         else:
             child_id = row[0]
             positions_added = 0
-        transposition = conn.execute(
-            "SELECT 1 FROM moves WHERE position_id = ? AND move = ?",
-            (mistake.position_id, mistake.engine_move)).fetchone() is not None
+        transposition = queries.has_move(conn, mistake.position_id, engine_move, MoveRows.ALL)
         # A transposition row refine minimax added for this move becomes a book move.
         conn.execute(
             "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
@@ -450,21 +450,3 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
     else:
         summary.moves_added += 1
     return 1
-
-
-def _run_minimax(store: Book, summary: MistakesSummary) -> None:
-    """Propagate over the whole graph with ``refine minimax`` when it is installed."""
-    try:
-        from bookgen.refine.minimax import refine_minimax  # type: ignore[import-not-found]
-    except ImportError:
-        note = "refine minimax is not available: values propagated by grow only"
-        if note not in summary.notes:
-            summary.notes.append(note)
-        return
-    kwargs: dict[str, Any] = {}
-    try:
-        if "progress" in inspect.signature(refine_minimax).parameters:
-            kwargs["progress"] = False
-    except (TypeError, ValueError):
-        pass
-    refine_minimax(str(store.path), **kwargs)

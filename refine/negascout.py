@@ -2,7 +2,7 @@
 
 Every book position is the root of a NegaScout search over the book graph
 (dlshogi's ``book_search`` / ``select_best_book_entry``), with the rules of
-:mod:`bookgen.refine.minimax` for repetitions, perpetual checks, draw values and
+:mod:`bookgen.refine.retrograde` for repetitions, perpetual checks, draw values and
 depths, and these of dlshogi's:
 
 * a position's entries are its book moves in count order (then value, then
@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from bookgen.refine.minimax_graph import KIND_TRANSPOSITION, MinimaxGraph
+from bookgen.refine.retrograde import (BLACK, DEPTH_INF, Propagation, Structure, analyse, better,
+                                       combine, deeper, owners, repetition_value)
 from bookgen.values import MATE_VALUE
-from bookgen.refine.graph import KIND_TRANSPOSITION, MinimaxGraph
-from bookgen.refine.minimax import (BLACK, DEPTH_INF, Propagation, Structure, analyse, better, combine,
-                            deeper, owners, repetition_value)
 
 _EXACT, _LOWER, _UPPER = 0, 1, 2
 _WINDOW = MATE_VALUE + 1
@@ -70,7 +70,7 @@ def search_order(graph: MinimaxGraph) -> np.ndarray:
 
 
 class _Search:
-    """NegaScout for one game (one draw value, see :func:`bookgen.refine.minimax.owners`)."""
+    """NegaScout for one game (one draw value, see :func:`bookgen.refine.retrograde.owners`)."""
 
     def __init__(self, graph: MinimaxGraph, structure: Structure, order: np.ndarray,
                  trusted: np.ndarray, draw: int, budget: int) -> None:

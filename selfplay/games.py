@@ -69,7 +69,8 @@ from bookgen.mcts import Mcts, SearchSettings
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
 from bookgen.rules import GameState, Outcome, Result, csa_endgame
-from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
+from bookgen.runcontrol import collect_or_abandon
+from bookgen.signals import stop_on_interrupt
 from bookgen.values import MATE_VALUE, value_to_cp
 from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 

@@ -8,8 +8,8 @@ weighted by visits, and written as:
 - ``usi``: ``startpos moves ...`` along the shortest book path from the
   initial position (what ``cshogi.cli``, ShogiHome and the match runner read),
   ``sfen ...`` for positions the book does not reach from there (child links,
-  shortest lines and the leaves/principal selections are refine's
-  :class:`~bookgen.refine.search.BookIndex`, shared with ``refine search``);
+  shortest lines and the leaves/principal selections are the store's
+  :class:`~bookgen.store.index.BookIndex`, shared with ``refine search``);
 - ``sfen``: ``sfen <sfen> <ply>`` lines;
 - ``hcp``: raw 32-byte ``cshogi.HuffmanCodedPos`` records, dlshogi's ``roots.hcp``;
 - ``psfen``: raw 32-byte ``cshogi.PackedSfen`` records (YaneuraOu).
@@ -35,10 +35,13 @@ from typing import Any, BinaryIO
 import cshogi
 import numpy as np
 
+from bookgen.arrays import NULL, find_rows
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 from bookgen.store import DEFAULT_BOOK, Book
-from bookgen.refine.search import NULL, BookIndex, find_rows, parallel_map, sql_int_columns
+from bookgen.store.columns import sql_int_columns
+from bookgen.store.index import BookIndex
+from bookgen.store.links import parallel_map
 
 FORMATS = ("usi", "sfen", "hcp", "psfen")
 SOURCES = ("all", "leaves", "principal", "mistakes")
@@ -51,7 +54,7 @@ _RECORDS = {"hcp": cshogi.HuffmanCodedPos, "psfen": cshogi.PackedSfen}
 
 
 class _Positions:
-    """The positions with moves as columns, in id order (NULL: bookgen.refine.search.NULL)."""
+    """The positions with moves as columns, in id order (NULL: bookgen.arrays.NULL)."""
 
     def __init__(self, store: Book, values: str) -> None:
         column = "coalesce(minimax_value, value)" if values == "minimax" else "value"

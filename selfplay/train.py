@@ -53,7 +53,7 @@ from bookgen.formats.hcp import read_hcpe
 from bookgen.network import (DEFAULT_BLOCKS, DEFAULT_CHANNELS, FEATURES1_NUM, FEATURES2_NUM,
                              PolicyValueNetwork, load_model, parameter_count, save_model)
 from bookgen.progress import progress_bar
-from bookgen.runcontrol import stop_on_interrupt
+from bookgen.signals import stop_on_interrupt
 from bookgen.values import EVAL_COEF
 
 __all__ = ["Dataset", "Metrics", "TrainSummary", "evaluate", "load_hcpe", "train"]

@@ -16,7 +16,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from bookgen.store import TRANSPOSITION_ROW_SQL
+from bookgen.store.own_moves import create_own_moves_view
 
 
 def _connect(book: str | Path) -> sqlite3.Connection:
@@ -29,16 +29,16 @@ def inconsistencies(book: str | Path) -> dict[str, list]:
     expanded child whose value is not minus that child's."""
     conn = _connect(book)
     try:
+        own = create_own_moves_view(conn)  # moves without refine's transposition rows
         positions = conn.execute(
             "SELECT p.sfen, p.value, max(m.value) FROM positions p "
-            "JOIN moves m ON m.position_id = p.id WHERE p.expanded_run IS NOT NULL "
-            f"AND NOT {TRANSPOSITION_ROW_SQL} "
+            f"JOIN {own} m ON m.position_id = p.id WHERE p.expanded_run IS NOT NULL "
             "GROUP BY p.id HAVING p.value IS NOT max(m.value)").fetchall()
         moves = conn.execute(
-            "SELECT p.sfen, m.move, m.value, c.value FROM moves m "
+            f"SELECT p.sfen, m.move, m.value, c.value FROM {own} m "
             "JOIN positions p ON p.id = m.position_id JOIN positions c ON c.id = m.child_id "
             "WHERE p.expanded_run IS NOT NULL AND c.expanded_run IS NOT NULL "
-            f"AND NOT {TRANSPOSITION_ROW_SQL} AND m.value IS NOT -c.value").fetchall()
+            "AND m.value IS NOT -c.value").fetchall()
     finally:
         conn.close()
     return {"positions": positions, "moves": moves}

@@ -534,6 +534,38 @@ def test_merge_leaves_refines_transposition_rows_behind(tmp_path):
     assert refine(merged)["transposition_rows_added"] > 0
 
 
+def test_own_moves_are_the_rows_refine_did_not_add(tmp_path):
+    """MoveRows.OWN, the temporary view for plain SQL and Book.moves_of agree on
+    the book's own moves; refine adds its transposition rows only to positions
+    that have own moves, so the positions with moves are the same either way."""
+    from bookgen.store import Book, MoveRows, queries
+    from bookgen.store.own_moves import create_own_moves_view
+
+    book = shuffle_book(3, positions=30)
+    path = import_book(tmp_path, book)
+    before = book_rows(path)
+    assert refine(path)["transposition_rows_added"] > 0
+    after = book_rows(path)
+    with Book(path, create=False, readonly=True) as store:
+        conn = store.conn
+        assert store.count_moves(MoveRows.OWN) == len(before)
+        assert store.count_moves() == queries.count_moves(conn, MoveRows.ALL) == len(after)
+        assert queries.positions_with_moves(conn, MoveRows.OWN) == len(book)
+        assert queries.positions_with_moves(conn, MoveRows.ALL) == len(book)
+        assert queries.plies_of_positions_with_moves(conn, MoveRows.OWN) == \
+            queries.plies_of_positions_with_moves(conn, MoveRows.ALL)
+        for position_id, sfen in conn.execute("SELECT id, sfen FROM positions"):
+            if sfen in book:
+                assert sorted(m.move for m in store.moves_of(position_id)) == sorted(book[sfen])
+                assert len(store.moves_of(position_id, MoveRows.ALL)) >= len(book[sfen])
+    conn = sqlite3.connect(path)
+    try:
+        view = create_own_moves_view(conn)
+        assert conn.execute(f"SELECT count(*) FROM {view}").fetchone()[0] == len(before)
+    finally:
+        conn.close()
+
+
 def test_rerun_is_idempotent_and_recorded(tmp_path):
     book = check_book(0, positions=24)
     path = import_book(tmp_path, book)
@@ -595,8 +627,8 @@ def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
 def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
     import numpy as np
 
+    from bookgen.refine import minimax_graph as graph
     from bookgen.store import Book
-    from bookgen.refine import graph
 
     book = shuffle_book(4, positions=60, push_rate=0.3)
     path = import_book(tmp_path, book)
@@ -741,9 +773,9 @@ def test_trusted_score_keeps_rare_moves_from_looking_better(tmp_path):
 
 
 def test_negascout_budget_falls_back_and_says_so(tmp_path):
-    from bookgen.store import Book
-    from bookgen.refine.graph import build_graph
+    from bookgen.refine.minimax_graph import build_graph
     from bookgen.refine.negascout import negascout
+    from bookgen.store import Book
 
     book = shuffle_book(11, positions=30, push_rate=0.15)
     path = import_book(tmp_path, book)
@@ -852,11 +884,11 @@ def test_a_book_changed_during_the_refine_is_left_alone(tmp_path, monkeypatch):
 
 
 def test_large_checking_components_fall_back_and_say_so(tmp_path, monkeypatch):
-    from bookgen.refine import minimax
+    from bookgen.refine import minimax, retrograde
 
     book, cycle = chase_book(-500, -400)
     path = import_book(tmp_path, book)
-    monkeypatch.setattr(minimax, "_EXHAUSTIVE_BUDGET", 3)
+    monkeypatch.setattr(retrograde, "_EXHAUSTIVE_BUDGET", 3)
     summary = minimax.refine_minimax(path)
     assert summary["checking_components"] == 1
     assert summary["checking_components_approximated"] == 1

@@ -17,11 +17,12 @@ from conftest import STARTPOS, run_cli
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
 from bookgen.analysis import outcomes
-from bookgen.analysis.results import Game, ResultsFile, write_pgn_game
+from bookgen.analysis.results import write_pgn_game
+from bookgen.store.results import GameResult, ResultsFile
 
 
 def games_vs(player: str, opponent: str, n: int, k: int, reason: str = "declaration",
-             other: str = "resign") -> list[Game]:
+             other: str = "resign") -> list[GameResult]:
     """``n`` games of ``player`` against ``opponent``, alternating colours: ``player`` wins
     the first ``k`` by ``reason`` and loses the others by ``other``."""
     games = []
@@ -30,12 +31,12 @@ def games_vs(player: str, opponent: str, n: int, k: int, reason: str = "declarat
         won = i < k
         result = ("black" if black == player else "white") if won else (
             "white" if black == player else "black")
-        games.append(Game(black, white, result, reason if won else other, 90))
+        games.append(GameResult(black, white, result, reason if won else other, 90))
     return games
 
 
 @pytest.fixture
-def scipy_vector() -> list[Game]:
+def scipy_vector() -> list[GameResult]:
     """12 declaration wins in 600 games (X) vs 3 in 200 (Y), both against O."""
     return games_vs("X", "O", 600, 12) + games_vs("Y", "O", 200, 3)
 
@@ -167,7 +168,7 @@ def test_rate_errors(scipy_vector):
 def test_paired_games_get_the_correlation_note():
     plain = games_vs("P", "O", 40, 10) + games_vs("Q", "O", 40, 20)
     assert outcomes.test_rate(plain, "declaration win", players=["P", "Q"]).notes == []
-    paired = [Game(g.black, g.white, g.result, g.reason, g.plies, f"m#{i // 2}")
+    paired = [GameResult(g.black, g.white, g.result, g.reason, g.plies, f"m#{i // 2}")
               for i, g in enumerate(plain)]
     notes = outcomes.test_rate(paired, "declaration win", players=["P", "Q"]).notes
     assert len(notes) == 1 and "correlated" in notes[0]
@@ -179,13 +180,13 @@ def test_paired_games_get_the_correlation_note():
 
 def test_outcome_table_by_hand():
     games = [
-        Game("A", "B", "black", "declaration"),      # A declaration win, B declaration loss
-        Game("B", "A", "black", "resign"),           # B resign win, A resign loss
-        Game("A", "C", "draw", "repetition draw"),   # both 'repetition draw'
-        Game("C", "B", "draw", "max ply"),           # both 'max ply draw'
-        Game("C", "A", "white", "perpetual check"),  # A perpetual check win, C loss
-        Game("B", "C", "white", ""),                 # C unknown win, B unknown loss
-        Game("A", "A", "black", "resign"),           # self-play: left out
+        GameResult("A", "B", "black", "declaration"),      # A declaration win, B declaration loss
+        GameResult("B", "A", "black", "resign"),           # B resign win, A resign loss
+        GameResult("A", "C", "draw", "repetition draw"),   # both 'repetition draw'
+        GameResult("C", "B", "draw", "max ply"),           # both 'max ply draw'
+        GameResult("C", "A", "white", "perpetual check"),  # A perpetual check win, C loss
+        GameResult("B", "C", "white", ""),                 # C unknown win, B unknown loss
+        GameResult("A", "A", "black", "resign"),           # self-play: left out
     ]
     table = outcomes.outcome_table(games)
     columns = ["games", "declaration loss", "declaration win", "max ply draw",
@@ -215,7 +216,7 @@ def test_bare_reason_in_rate_test(scipy_vector):
 # the command line
 
 
-def write_results(path: Path, games: list[Game]) -> Path:
+def write_results(path: Path, games: list[GameResult]) -> Path:
     with ResultsFile(path) as results:
         match_id = results.begin_match("m", {}, len(games))
         for index, game in enumerate(games):

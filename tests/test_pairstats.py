@@ -18,7 +18,8 @@ from bookgen.analysis import pairstats
 from bookgen.analysis.pairstats import (PENTANOMIAL_SCORES, TRINOMIAL_SCORES, PairCounts,
                                 count_games, elo_pentanomial, elo_trinomial, los_cutechess,
                                 sprt, sprt_llr)
-from bookgen.analysis.results import Game, ResultsFile, write_pgn_game
+from bookgen.analysis.results import write_pgn_game
+from bookgen.store.results import GameResult, ResultsFile
 
 
 def fastchess_penta(ll: int, ld: int, wl: int, dd: int, wd: int, ww: int) -> list[int]:
@@ -184,8 +185,8 @@ def test_los_cutechess():
 # counting pairs
 
 
-def g(black: str, white: str, result: str, pair: str | None = None) -> Game:
-    return Game(black, white, result, "resign", 100, pair)
+def g(black: str, white: str, result: str, pair: str | None = None) -> GameResult:
+    return GameResult(black, white, result, "resign", 100, pair)
 
 
 def test_count_games_pentanomial_by_hand():

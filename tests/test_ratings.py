@@ -20,7 +20,7 @@ from scipy import optimize, stats
 from bookgen.analysis.bayeselo import fit_bayeselo
 from bookgen.analysis.ratings import (PlayerRating, RatingTable, _aggregate, _simulate, draw_probability,
                               expected_score, fit_ratings, head_to_head)
-from bookgen.analysis.results import Game, ResultsFile
+from bookgen.store.results import GameResult, ResultsFile
 from bookgen.errors import BookgenError
 from conftest import run_cli
 
@@ -32,17 +32,18 @@ def E(diff: float) -> float:
     return 1.0 / (1.0 + math.exp(-BETA * diff))
 
 
-def games_from(spec: dict[tuple[str, str], tuple[int, int, int]]) -> list[Game]:
+def games_from(spec: dict[tuple[str, str], tuple[int, int, int]]) -> list[GameResult]:
     """{(black, white): (black wins, draws, white wins)} -> games, interleaved."""
     games = []
     for (black, white), (wins, draws, losses) in spec.items():
-        games += [Game(black, white, "black")] * wins + [Game(black, white, "draw")] * draws
-        games += [Game(black, white, "white")] * losses
+        games += [GameResult(black, white, "black")] * wins
+        games += [GameResult(black, white, "draw")] * draws
+        games += [GameResult(black, white, "white")] * losses
     random.Random(5).shuffle(games)
     return games
 
 
-def write_results(path, games: list[Game]):
+def write_results(path, games: list[GameResult]):
     with ResultsFile(path) as results:
         match = results.begin_match("test", {"test": True}, len(games))
         for i, game in enumerate(games):
@@ -52,7 +53,7 @@ def write_results(path, games: list[Game]):
     return path
 
 
-def pgn_text(games: list[Game]) -> str:
+def pgn_text(games: list[GameResult]) -> str:
     """PGN as shogi tools write it: sente is "White"."""
     token = {"black": "1-0", "white": "0-1", "draw": "1/2-1/2"}
     parts = []
@@ -71,7 +72,7 @@ def ratings_of(data: dict) -> dict[str, float]:
     return {p["name"]: p["rating"] for p in data["players"]}
 
 
-def residuals(games: list[Game], ratings: dict[str, float], wa: float = 0.0):
+def residuals(games: list[GameResult], ratings: dict[str, float], wa: float = 0.0):
     """(per player: points - expected, first player: points - expected)."""
     per_player: dict[str, float] = defaultdict(float)
     first = 0.0
@@ -179,7 +180,7 @@ def test_invariant_under_renaming_and_reordering():
     games = games_from({**ROUND_ROBIN, ("D", "A"): (2, 1, 4), ("B", "D"): (3, 3, 1)})
     base = fit_ratings(games, white_advantage=True, draw_rate=True, simulations=60, seed=3)
     names = {"A": "zeta", "B": "alpha", "C": "Mu", "D": "0-engine"}
-    renamed = [Game(names[g.black], names[g.white], g.result) for g in games]
+    renamed = [GameResult(names[g.black], names[g.white], g.result) for g in games]
     table = fit_ratings(renamed, white_advantage=True, draw_rate=True)
     for player in base.players:
         assert table.rating_of(names[player.name]) == pytest.approx(player.rating, abs=1e-9)
@@ -515,7 +516,7 @@ def test_unrateable_pools_are_named():
                                            r"unbounded.*\{C, D\}.*\{A, B\}"):
         fit_ratings(games)
     with pytest.raises(BookgenError, match="played itself"):
-        fit_ratings([Game("A", "A", "draw")])
+        fit_ratings([GameResult("A", "A", "draw")])
     with pytest.raises(BookgenError, match="no games"):
         fit_ratings([])
 
@@ -584,7 +585,7 @@ def test_divergent_simulations_are_left_out_of_the_errors():
     sample cannot blow up the errors."""
     cells = {("a", "b"): (2, 4, 2), ("a", "c"): (0, 2, 6), ("b", "a"): (8, 0, 0),
              ("b", "c"): (2, 2, 4), ("c", "a"): (8, 0, 0), ("c", "b"): (4, 2, 2)}
-    games = [Game(black, white, result)
+    games = [GameResult(black, white, result)
              for (black, white), counts in cells.items()
              for result, n in zip(("black", "draw", "white"), counts) for _ in range(n)]
     table = fit_ratings(games, white_advantage=True, draw_rate=True, simulations=1000, seed=0)

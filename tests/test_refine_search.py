@@ -21,7 +21,7 @@ from bookgen.store import Book
 from conftest import PYTHON, dump_book, integrity_ok, run_cli
 from processes import Bookgen, stop_all
 from bookgen.refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
-from bookgen.refine.search import search
+from bookgen.refine.book_search import search
 
 FAIRY = "/usr/games/fairy-stockfish"
 GPSUSI = "/usr/games/gpsusi"
@@ -549,14 +549,8 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     assert iterations == set(range(len(rounds)))
     commands = [r[0] for r in query(book, "SELECT command FROM runs WHERE id > ? ORDER BY id",
                                     (summary.run_id,))]
-    try:
-        from bookgen.refine.minimax import refine_minimax  # noqa: F401
-        has_minimax = True
-    except ImportError:
-        has_minimax = False
-    assert set(commands) == {"grow", "refine search"} | ({"refine minimax"} if has_minimax
-                                                         else set())
-    assert bool(summary.notes) != has_minimax  # a note says when minimax was skipped
+    assert set(commands) == {"grow", "refine search", "refine minimax"}
+    assert summary.notes == []
     assert integrity_ok(book)
 
 

@@ -31,7 +31,8 @@ from bookgen.analysis.pairstats import count_games, elo_pentanomial, elo_trinomi
 from bookgen.analysis.ratings import fit_ratings
 from bookgen.analysis.document import markdown_escape
 from bookgen.analysis.report import build_report, parse_sprt, write_html
-from bookgen.analysis.results import ResultsFile, load_games, write_pgn_game
+from bookgen.analysis.results import load_games, write_pgn_game
+from bookgen.store.results import ResultsFile
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
 from conftest import STARTPOS, dump_book, run_chromium, run_cli

@@ -9,7 +9,8 @@ import cshogi
 import cshogi.PGN
 import pytest
 
-from bookgen.analysis.results import ResultsFile, load_games, write_pgn_game
+from bookgen.analysis.results import load_games, write_pgn_game
+from bookgen.store.results import ResultsFile
 from bookgen.errors import BookgenError
 from conftest import run_cli
 

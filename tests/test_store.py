@@ -11,7 +11,7 @@ import cshogi
 import pytest
 
 from bookgen.errors import BookgenError
-from bookgen.schema import SCHEMA_VERSION
+from bookgen.store.schema import SCHEMA_VERSION
 from bookgen.store import Book
 from conftest import (STARTPOS, book_entries, dump_book, integrity_ok, key_of, legal_usis,
                       run_cli, write_db2016)
@@ -212,7 +212,7 @@ def test_missing_book_for_read_commands(tmp_path):
 
 
 class _SyncedSqlite:
-    """Stands in for the sqlite3 module inside bookgen.store: every connect() and the
+    """Stands in for the sqlite3 module inside bookgen.store.connection: every connect() and the
     first 'BEGIN IMMEDIATE' of each connection wait at a barrier, so two threads
     opening the same new book interleave the way two processes started together can."""
 
@@ -255,9 +255,9 @@ def test_two_writers_creating_the_same_new_book(tmp_path, monkeypatch):
     another process created and is writing."""
     import threading
 
-    import bookgen.store
+    import bookgen.store.connection
 
-    monkeypatch.setattr(bookgen.store, "sqlite3", _SyncedSqlite(2))
+    monkeypatch.setattr(bookgen.store.connection, "sqlite3", _SyncedSqlite(2))
     path = tmp_path / "new.sqlite"
     outcomes: list[object] = [None, None]
 
@@ -290,7 +290,8 @@ def test_migration_to_a_new_version_keeps_data(tmp_path, monkeypatch):
     """A book of the current version is migrated in place when a later version
     adds a table and a column: its data survives, read-only opens refuse it
     until then, and the version is bumped in both places."""
-    from bookgen import schema, store
+    from bookgen.store import book as store
+    from bookgen.store import schema
 
     book = small_book(tmp_path)
     before = dump_book(book)
@@ -322,7 +323,8 @@ def test_migration_to_a_new_version_keeps_data(tmp_path, monkeypatch):
 
 
 def test_failed_migration_leaves_the_book_as_it_was(tmp_path, monkeypatch):
-    from bookgen import schema, store
+    from bookgen.store import book as store
+    from bookgen.store import schema
 
     book = small_book(tmp_path)
     before = dump_book(book)

@@ -1,7 +1,7 @@
 """``bookgen refine minimax``, ``refine search`` and ``refine mistakes``.
 
 Thin click layers over :func:`bookgen.refine.minimax.refine_minimax`,
-:func:`bookgen.refine.search.search` and :func:`bookgen.refine.mistakes.mistakes`;
+:func:`bookgen.refine.book_search.search` and :func:`bookgen.refine.mistakes.mistakes`;
 the work is imported only when a command runs. :data:`refine_group` holds
 the three commands, added below.
 """
@@ -123,7 +123,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     the run (exit code 2).
     """
     from bookgen.evaluators.usi import parse_options
-    from bookgen.refine.search import search
+    from bookgen.refine.book_search import search
 
     options = parse_options(list(engine_options))
     summary = search(book, engine=engine, engine_options=options, nodes=nodes,

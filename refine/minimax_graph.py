@@ -17,8 +17,9 @@ Options are stored in CSR form: the options of node ``i`` are
 
 Transposition edges that are not book moves are written back to the book by
 ``refine minimax`` as ``moves`` rows with ``count`` 0, ``value`` and
-``depth`` NULL, ``child_id`` set, and the refine run's ``run_id``;
-:data:`TRANSPOSITION_ROW_SQL` recognises those rows (table alias ``m``).
+``depth`` NULL, ``child_id`` set, and the refine run's ``run_id``: they are
+not book moves (:class:`bookgen.store.MoveRows`), and the graph reads them
+flagged as such (:func:`bookgen.store.queries.minimax_graph_moves`).
 """
 
 from __future__ import annotations
@@ -33,12 +34,10 @@ import cshogi
 import numpy as np
 
 from bookgen.children import pool_worker_init
-from bookgen.store import REFINE_MINIMAX_COMMAND, TRANSPOSITION_ROW_SQL, Book
+from bookgen.store import Book, queries
 from bookgen.values import MATE_VALUE
 
-# REFINE_MINIMAX_COMMAND and TRANSPOSITION_ROW_SQL (refine's own moves rows)
-# are defined by the store, which every reader of the moves table consults.
-__all__ = ["REFINE_MINIMAX_COMMAND", "TRANSPOSITION_ROW_SQL"]
+__all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph"]
 
 KIND_LEAF = 0          # book move whose child is not a book position with moves
 KIND_BOOK_EDGE = 1     # book move into a node
@@ -180,13 +179,7 @@ def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndar
 
 def _read_moves(book: Book, position_ids: np.ndarray) -> dict[str, np.ndarray]:
     """The moves table as arrays (read in chunks to keep memory low)."""
-    refined = book.conn.execute("SELECT 1 FROM runs WHERE command = ? LIMIT 1",
-                                (REFINE_MINIMAX_COMMAND,)).fetchone()
-    cursor = book.conn.execute(
-        f"SELECT m.position_id, m.move, max({-MATE_VALUE}, min({MATE_VALUE}, "
-        "coalesce(m.value, 0))), m.count, m.child_id IS NOT NULL, "
-        f"{TRANSPOSITION_ROW_SQL if refined else 0} FROM moves m "
-        "ORDER BY m.position_id, m.move")
+    cursor = queries.minimax_graph_moves(book.conn, MATE_VALUE)
     names = ("source", "move", "value", "count", "linked", "earlier")
     types = (np.int64, f"S{_USI_WIDTH}", np.int32, np.int64, bool, bool)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
@@ -214,10 +207,7 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     global _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
     started = time.perf_counter()
     conn = book.conn
-    rows = conn.execute(
-        "SELECT p.id, p.sfen, p.zobrist, p.turn FROM positions p "
-        "WHERE EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) ORDER BY p.id"
-    ).fetchall()
+    rows = queries.minimax_graph_positions(conn)
     position_ids = np.array([r[0] for r in rows], dtype=np.int64)
     sfens = [r[1] for r in rows]
     zobrists = _unsigned(np.array([r[2] for r in rows], dtype=np.int64))

@@ -1,0 +1,74 @@
+"""The book's own moves: which ``moves`` rows are book moves, defined once.
+
+``refine minimax`` stores the transposition edges the book does not hold as
+``moves`` rows of its own: no value, no depth, count 0, the ``run_id`` of a
+``refine minimax`` run (:data:`REFINE_MINIMAX_COMMAND`). They are derived
+data, not book moves. Every read of the ``moves`` table in the store says
+which rows it means (:class:`MoveRows`: the book's own moves, or all rows)
+and, where it reads values, which column (:class:`ValueColumn`).
+
+The SQL of that rule is private to :mod:`bookgen.store`; code elsewhere calls
+the store's functions. SQL written outside bookgen (tests, notebooks) can
+read a temporary view of the own moves (:func:`create_own_moves_view`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from enum import StrEnum
+
+__all__ = ["REFINE_MINIMAX_COMMAND", "MoveRows", "ValueColumn", "create_own_moves_view"]
+
+REFINE_MINIMAX_COMMAND = "refine minimax"
+
+
+class MoveRows(StrEnum):
+    """Which ``moves`` rows a read means."""
+
+    OWN = "own"   # the book's own moves: refine minimax's transposition rows left out
+    ALL = "all"   # every row, transposition rows included
+
+
+class ValueColumn(StrEnum):
+    """Which value of a move a read means."""
+
+    RAW = "raw"          # moves.value: the book's own value
+    MINIMAX = "minimax"  # coalesce(minimax_value, value): refine minimax's when it has one
+
+
+def _transposition_row(schema: str = "main") -> str:
+    """SQL true for a ``moves`` row (alias ``m``) that ``refine minimax`` added
+    for a transposition edge, in the book attached as ``schema``."""
+    return ("(m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT NULL "
+            f"AND m.run_id IN (SELECT id FROM {schema}.runs "
+            f"WHERE command = '{REFINE_MINIMAX_COMMAND}'))")
+
+
+def own_rows_sql(schema: str = "main") -> str:
+    """For the store's SQL only: a condition on a ``moves`` row aliased ``m``
+    that is true for the book's own moves (of the book attached as ``schema``)."""
+    return f"NOT {_transposition_row(schema)}"
+
+
+def transposition_flag_sql() -> str:
+    """For the store's SQL only: an expression on a ``moves`` row aliased ``m``,
+    1 for a transposition row of ``refine minimax``, else 0."""
+    return _transposition_row()
+
+
+def value_sql(values: ValueColumn, alias: str = "m.") -> str:
+    """For the store's SQL only: the value column ``values`` of a ``moves`` row
+    (``alias`` prefixes the columns, ``"m."`` or ``""``)."""
+    if values == ValueColumn.MINIMAX:
+        return f"coalesce({alias}minimax_value, {alias}value)"
+    return f"{alias}value"
+
+
+def create_own_moves_view(conn: sqlite3.Connection, name: str = "own_moves") -> str:
+    """Create the temporary view ``name`` (``moves`` without refine minimax's
+    transposition rows) on ``conn``, a connection opened for writing (SQLite
+    keeps the view in the connection's temporary schema, never in the file);
+    returns ``name``."""
+    conn.execute(f"CREATE TEMP VIEW IF NOT EXISTS {name} AS "
+                 f"SELECT m.* FROM main.moves m WHERE {own_rows_sql()}")
+    return name

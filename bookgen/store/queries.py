@@ -1,0 +1,200 @@
+"""Reads of a book's positions and moves, each saying which rows and values it means.
+
+Every function takes an open connection to a book (``Book.conn``, or one of
+:func:`bookgen.store.snapshot.open_book_snapshot`) and reads in the caller's
+transaction. ``rows`` (:class:`~bookgen.store.own_moves.MoveRows`) chooses
+the book's own moves or every ``moves`` row, ``values``
+(:class:`~bookgen.store.own_moves.ValueColumn`) the raw or the minimax value.
+The readers of each command keep their own choice (``docs/schema.md``):
+
+- grow, stats, report, suites, export ``--values raw``, merge and the
+  "is it a book move" test of ``refine mistakes`` read the own moves;
+- ``refine minimax`` reads every row (its earlier transposition rows are
+  flagged), as do export ``--values minimax`` and :class:`BookIndex`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from bookgen.store.own_moves import (REFINE_MINIMAX_COMMAND, MoveRows, ValueColumn,
+                                     own_rows_sql, transposition_flag_sql, value_sql)
+
+__all__ = ["MoveRow", "best_values_by_turn", "count_moves", "count_positions", "count_runs",
+           "has_move", "iter_moves", "minimax_graph_moves", "minimax_graph_positions",
+           "minimax_rows", "mistake_counts", "moves_by_run", "plies_of_positions_with_moves",
+           "positions_by_created_run", "positions_with_moves", "refined", "runs_table",
+           "sfen_move_values", "unrefined_move_count"]
+
+
+# -- counts ---------------------------------------------------------------------------
+
+
+def count_positions(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM positions").fetchone()[0])
+
+
+def count_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL) -> int:
+    """The number of ``moves`` rows (``rows``)."""
+    if rows == MoveRows.OWN:
+        return int(conn.execute(
+            f"SELECT count(*) FROM moves m WHERE {own_rows_sql()}").fetchone()[0])
+    return int(conn.execute("SELECT count(*) FROM moves").fetchone()[0])
+
+
+def positions_with_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN) -> int:
+    """The number of positions with at least one move (``rows``)."""
+    if rows == MoveRows.OWN:
+        return int(conn.execute(
+            f"SELECT count(DISTINCT position_id) FROM moves m WHERE {own_rows_sql()}"
+        ).fetchone()[0])
+    return int(conn.execute("SELECT count(DISTINCT position_id) FROM moves").fetchone()[0])
+
+
+def count_runs(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+
+
+def unrefined_move_count(conn: sqlite3.Connection) -> int:
+    """The number of ``moves`` rows without a minimax value."""
+    return int(conn.execute(
+        "SELECT count(*) FROM moves WHERE minimax_value IS NULL").fetchone()[0])
+
+
+# -- distributions --------------------------------------------------------------------
+
+
+def plies_of_positions_with_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN
+                                  ) -> list[int | None]:
+    """The ply of every position with moves (``rows``), in id order (None: unknown).
+
+    Book positions are those with moves; grown books also hold rows for
+    children not expanded yet (the frontier), which are left out."""
+    where = f" m WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
+    return [row[0] for row in conn.execute(
+        f"SELECT ply FROM positions WHERE id IN (SELECT position_id FROM moves{where})")]
+
+
+def best_values_by_turn(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
+                        rows: MoveRows = MoveRows.OWN) -> list[tuple[int, int | None]]:
+    """(side to move, best move value) of every position with moves (``rows``), in
+    the order SQLite groups them (by position id); the value is None when no move
+    has one."""
+    where = f"WHERE {own_rows_sql()} " if rows == MoveRows.OWN else ""
+    return conn.execute(
+        f"SELECT p.turn, max({value_sql(values)}) FROM moves m "
+        f"JOIN positions p ON p.id = m.position_id {where}GROUP BY m.position_id").fetchall()
+
+
+# -- runs -----------------------------------------------------------------------------
+
+
+def runs_table(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """(id, command, status, started_at, positions_added, moves_added, moves_updated,
+    counts) of every run, in id order."""
+    return conn.execute(
+        "SELECT id, command, status, started_at, positions_added, moves_added, "
+        "moves_updated, counts FROM runs ORDER BY id").fetchall()
+
+
+def positions_by_created_run(conn: sqlite3.Connection) -> dict[int | None, int]:
+    """Positions per run that created them (``created_run``)."""
+    return dict(conn.execute(
+        "SELECT created_run, count(*) FROM positions GROUP BY created_run").fetchall())
+
+
+def moves_by_run(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN
+                 ) -> dict[int | None, int]:
+    """Moves (``rows``) per run that last wrote them (``run_id``)."""
+    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
+    return dict(conn.execute(
+        f"SELECT run_id, count(*) FROM moves m{where} GROUP BY run_id").fetchall())
+
+
+def mistake_counts(conn: sqlite3.Connection) -> list[tuple[int, int, str | None, str, int]]:
+    """(run_id, iteration, the run's started_at, kind, mistakes) per run, round and kind
+    of the ``mistakes`` table (none when the book has no such table)."""
+    has_mistakes = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = "
+                                "'table' AND name = 'mistakes'").fetchone()[0]
+    if not has_mistakes:
+        return []
+    return conn.execute(
+        "SELECT m.run_id, m.iteration, r.started_at, m.kind, count(*) "
+        "FROM mistakes m LEFT JOIN runs r ON r.id = m.run_id "
+        "GROUP BY m.run_id, m.iteration, m.kind ORDER BY m.run_id, m.iteration, m.kind"
+    ).fetchall()
+
+
+def refined(conn: sqlite3.Connection) -> bool:
+    """Whether ``refine minimax`` ever ran on the book."""
+    return conn.execute("SELECT 1 FROM runs WHERE command = ? LIMIT 1",
+                        (REFINE_MINIMAX_COMMAND,)).fetchone() is not None
+
+
+# -- moves ----------------------------------------------------------------------------
+
+
+def has_move(conn: sqlite3.Connection, position_id: int, move: str,
+             rows: MoveRows = MoveRows.OWN) -> bool:
+    """Whether position ``position_id`` has ``move`` among its moves (``rows``)."""
+    if rows == MoveRows.OWN:
+        return conn.execute(
+            "SELECT 1 FROM moves m WHERE position_id = ? AND move = ? "
+            f"AND {own_rows_sql()}", (position_id, move)).fetchone() is not None
+    return conn.execute("SELECT 1 FROM moves WHERE position_id = ? AND move = ?",
+                        (position_id, move)).fetchone() is not None
+
+
+MoveRow = tuple[int, str, int | None, int, int | None, int | None, str | None]
+
+
+def iter_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN) -> Iterator[MoveRow]:
+    """(position_id, move, value, count, child_id, depth, ponder) of every move
+    (``rows``), in the table's order."""
+    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
+    yield from conn.execute(
+        f"SELECT position_id, move, value, count, child_id, depth, ponder FROM moves m{where}")
+
+
+def sfen_move_values(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
+                     rows: MoveRows = MoveRows.OWN) -> Iterator[tuple[str, str, int | None]]:
+    """(sfen, move, value) of every move (``rows``), in the table's order."""
+    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
+    yield from conn.execute(
+        f"SELECT p.sfen, m.move, {value_sql(values)} FROM moves m JOIN positions p "
+        f"ON p.id = m.position_id{where}")
+
+
+def minimax_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int | None, int, str,
+                                                             str | None, int | None,
+                                                             int | None, int]]:
+    """(sfen, ply, turn, move, ponder, minimax_value, minimax_depth, count) of every
+    ``moves`` row, transposition rows included, ordered by sfen (export
+    ``--values minimax``)."""
+    yield from conn.execute(
+        "SELECT p.sfen, p.ply, p.turn, m.move, m.ponder, m.minimax_value, m.minimax_depth, "
+        "m.count FROM positions p JOIN moves m ON m.position_id = p.id ORDER BY p.sfen")
+
+
+# -- refine minimax's graph -------------------------------------------------------------
+
+
+def minimax_graph_positions(conn: sqlite3.Connection) -> list[tuple[int, str, int, int]]:
+    """(id, sfen, zobrist, turn) of every position with a ``moves`` row (any), by id."""
+    return conn.execute(
+        "SELECT p.id, p.sfen, p.zobrist, p.turn FROM positions p "
+        "WHERE EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) ORDER BY p.id"
+    ).fetchall()
+
+
+def minimax_graph_moves(conn: sqlite3.Connection, clamp: int) -> sqlite3.Cursor:
+    """Every ``moves`` row ordered by (position id, move): (position_id, move, value
+    clamped to +-``clamp`` with NULL read as 0, count, child linked, a transposition
+    row of an earlier ``refine minimax``)."""
+    return conn.execute(
+        f"SELECT m.position_id, m.move, max({-clamp}, min({clamp}, "
+        "coalesce(m.value, 0))), m.count, m.child_id IS NOT NULL, "
+        f"{transposition_flag_sql() if refined(conn) else 0} FROM moves m "
+        "ORDER BY m.position_id, m.move")
