@@ -22,7 +22,7 @@ from bookgen.cli_support import (DEFAULT_TIMEOUT_HELP, exit_if_interrupted, repo
                                  wait_option)
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError
-from bookgen.evaluators import batch_size_help
+from bookgen.engines.factory import batch_size_help
 from bookgen.store import DEFAULT_BOOK
 
 book_option = click.option(
@@ -216,7 +216,7 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
         kind = spec.split(":", 2)[-1].partition(":")[0]
     options: dict[str, Any] = {}
     if kind == "usi":
-        from bookgen.evaluators.usi import parse_options
+        from bookgen.engines.usi.analyser import parse_options
 
         options["options"] = parse_options(list(engine_options))
         for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),

@@ -18,15 +18,16 @@ from typing import Any
 
 import cshogi
 
-from bookgen.evaluators import Evaluation, Evaluator, make_evaluator
-from bookgen.mcts import BookMoveChoice, Mcts, SearchSettings, select_book_moves
+from bookgen.engines.factory import make_evaluator
+from bookgen.engines.mcts import BookMoveChoice, Mcts, MctsSettings, select_book_moves
+from bookgen.engines.protocols import Evaluation, Evaluator
 from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
 from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
 
 
 @dataclass
 class ExpansionSettings:
-    search: SearchSettings = field(default_factory=SearchSettings)
+    search: MctsSettings = field(default_factory=MctsSettings)
     visit_threshold: float = 0.005
     cutoff: float = 0.015
     min_visits: int = 5

@@ -12,7 +12,7 @@ import click
 
 from bookgen.cli_support import (DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors,
                                  wait_option)
-from bookgen.evaluators import batch_size_help
+from bookgen.engines.factory import batch_size_help
 from bookgen.files import atomic_write
 from bookgen.store import DEFAULT_BOOK
 from bookgen.refine.cli import refine_group
@@ -71,7 +71,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     fails on the first 2 positions, on 10 in a row or on all of them stops
     the run (exit code 2).
     """
-    from bookgen.evaluators.usi import parse_options
+    from bookgen.engines.usi.analyser import parse_options
     from bookgen.refine.search import search
 
     options = parse_options(list(engine_options))

@@ -49,7 +49,7 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
-from bookgen.evaluators import default_batch_size
+from bookgen.engines.factory import default_batch_size
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
 from bookgen.runcontrol import Interrupted, RunStop, mark_dead_runs, stop_on_interrupt

@@ -55,16 +55,16 @@ import cshogi
 import numpy as np
 
 from bookgen.children import pool_worker_init
+from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES, Searcher
+from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
+from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
 from bookgen.lock import writing
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
                                  stop_on_interrupt, uncounted_on_failure)
-from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
-from bookgen.usi import (SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info,
-                         printable)
 from bookgen.values import MATE_VALUE
 from bookgen.workers import LocalRunner, PoolRunner
 
@@ -209,7 +209,7 @@ def _legal_prefix(board: cshogi.Board, moves: Sequence[str]) -> list[str]:
 
 
 class BuiltinAnalyser:
-    """The built-in alpha-beta search (``bookgen.search``), deterministic."""
+    """The built-in alpha-beta search (:mod:`bookgen.engines.builtin.alphabeta`), deterministic."""
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
@@ -306,7 +306,7 @@ class UsiAnalyser:
             info.seldepth, nodes or None, result.bestmove,
             " ".join(_legal_prefix(board, info.pv)))
 
-    def _last_scored(self, result: SearchResult) -> Any:
+    def _last_scored(self, result: UsiSearch) -> Any:
         """The last info line of the first PV that carried a score."""
         for line in reversed(result.lines):
             if line.startswith("info"):

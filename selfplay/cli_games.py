@@ -14,11 +14,11 @@ import click
 
 from bookgen.cli_support import DEFAULT_TIMEOUT_HELP, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
-from bookgen.evaluators import batch_size_help
+from bookgen.engines.factory import batch_size_help
 
 
 def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
-    from bookgen.evaluators.usi import parse_options
+    from bookgen.engines.usi.analyser import parse_options
 
     return parse_options(list(pairs))
 

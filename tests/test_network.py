@@ -22,13 +22,14 @@ from click.testing import CliRunner
 from conftest import legal_usis, random_positions
 
 from bookgen.cli_model import model_group
+from bookgen.engines.factory import make_evaluator
+from bookgen.engines.network.analyser import OnnxEvaluator, TorchEvaluator
+from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS, features,
+                                              legal_move_labels)
+from bookgen.engines.network.model import (MODEL_FORMAT, PolicyValueNetwork, load_model,
+                                           parameter_count, save_model)
+from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
-from bookgen.evaluators import make_evaluator
-from bookgen.evaluators.base import EvaluatorError
-from bookgen.evaluators.network import OnnxEvaluator, TorchEvaluator
-from bookgen.network import (FEATURES1_NUM, FEATURES2_NUM, MODEL_FORMAT, MOVE_LABELS,
-                             PolicyValueNetwork, features, legal_move_labels, load_model,
-                             parameter_count, save_model)
 
 MATED = "4k4/4G4/4G4/9/9/9/9/9/4K4 w - 1"  # white to move, no legal moves
 TOLERANCE = 1e-4

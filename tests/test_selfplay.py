@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from bookgen.errors import BookgenError
-from bookgen.rules import Result
+from bookgen.play.rules import Result
 from bookgen.selfplay.cli_games import selfplay_command
 from bookgen.selfplay.games import read_starts, selfplay
 from conftest import PYTHON

@@ -23,7 +23,7 @@ gpsusi: pass ``options={"BookDepth": "0"}`` (it plays book moves without any
 score otherwise) and use ``byoyomi`` only: it aborts on ``go nodes``, ``go
 movetime`` and ``go depth`` (the evaluator refuses them). It treats byoyomi
 in whole seconds (300 ms gives it up to a second) and often stops early. Its
-mates come as huge ``score cp`` values, read as mates by ``bookgen.usi``.
+mates come as huge ``score cp`` values, read as mates by :mod:`bookgen.engines.usi.protocol`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import cshogi
 
+from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
+from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
+from bookgen.engines.usi.protocol import InfoLine, UsiSearch, printable
 from bookgen.errors import BookgenError
-from bookgen.evaluators.base import Evaluation, EvaluatorBase, EvaluatorError
-from bookgen.usi import (InfoLine, SearchResult, UsiEngine, UsiError, UsiOptionError,
-                         printable)
 from bookgen.values import cp_to_value
 
 __all__ = ["UsiEvaluator", "parse_options"]
@@ -173,7 +173,7 @@ class UsiEvaluator(EvaluatorBase):
             f"USI engine {self.engine.name or self.command!r} failed {len(errors)} times on "
             f"sfen {sfen} (restarted up to {self.restarts} times); last error: {errors[-1]}")
 
-    def _search(self, sfen: str, legal: set[str], k: int | None = None) -> SearchResult:
+    def _search(self, sfen: str, legal: set[str], k: int | None = None) -> UsiSearch:
         assert self.engine is not None
         if k is not None and self.multipv_option is not None:
             if self.engine.applied_options.get(self.multipv_option) != str(k):
@@ -214,7 +214,7 @@ class UsiEvaluator(EvaluatorBase):
             nodes=best.nodes or result.nodes or 0, mate=best.mate, pv=pvs[0],
             move_depths=[info.depth or 0 for _move, info in lines], move_pvs=pvs)
 
-    def _lines(self, result: SearchResult, legal: set[str], k: int
+    def _lines(self, result: UsiSearch, legal: set[str], k: int
                ) -> list[tuple[str, InfoLine]]:
         """(first move, info) of each scored line, in multipv order."""
         lines: list[tuple[str, InfoLine]] = []
@@ -250,7 +250,7 @@ class UsiEvaluator(EvaluatorBase):
                           mate=best.mate, pv=pv, move_depths=[best.depth or 0],
                           move_pvs=[pv])
 
-    def _without_lines(self, result: SearchResult, sfen: str) -> Evaluation:
+    def _without_lines(self, result: UsiSearch, sfen: str) -> Evaluation:
         """A search that gave no scored move: resign, win, or a configuration problem."""
         best = result.best
         if result.resign or result.win:
