@@ -56,11 +56,12 @@ import numpy as np
 
 from bookgen.children import pool_worker_init
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES, Searcher
+from bookgen.engines.usi.analyser import BadOutput
 from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
 from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
 from bookgen.lock import writing
-from bookgen.position import STARTPOS_SFEN
+from bookgen.position import STARTPOS_SFEN, legal_prefix
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dead_runs,
                                  stop_on_interrupt, uncounted_on_failure)
@@ -180,10 +181,6 @@ class AnalysisResult:
     seconds: float = 0.0
 
 
-class _BadOutput(Exception):
-    """The engine answered with something unusable (illegal move, no bestmove)."""
-
-
 class _NoScore(Exception):
     """The engine answered without any score: a configuration problem, not retried."""
 
@@ -192,20 +189,6 @@ class Analyser(Protocol):
     def analyse(self, position_id: int, sfen: str) -> AnalysisResult: ...
 
     def close(self) -> None: ...
-
-
-def _legal_prefix(board: cshogi.Board, moves: Sequence[str]) -> list[str]:
-    """``moves`` up to the first that is not legal (``pass`` included); board unchanged."""
-    played = []
-    for usi in moves:
-        move = board.move_from_usi(usi)
-        if not move or not board.is_legal(move):
-            break
-        board.push(move)
-        played.append(usi)
-    for _ in played:
-        board.pop()
-    return played
 
 
 class BuiltinAnalyser:
@@ -271,7 +254,7 @@ class UsiAnalyser:
             except _NoScore as error:
                 errors.append(str(error))
                 break
-            except (UsiError, _BadOutput) as error:
+            except (UsiError, BadOutput) as error:
                 errors.append(str(error) or type(error).__name__)
         return AnalysisResult(position_id, False, error=errors[-1], restarts=restarts,
                               seconds=time.perf_counter() - start)
@@ -285,10 +268,10 @@ class UsiAnalyser:
         result = engine.go(nodes=s.nodes, byoyomi=s.byoyomi, movetime=s.movetime, depth=s.depth,
                            timeout=s.timeout)
         if result.bestmove is None and not (result.resign or result.win):
-            raise _BadOutput(f"no bestmove in the engine's answer (last lines: "
+            raise BadOutput(f"no bestmove in the engine's answer (last lines: "
                              f"{result.tail()})")
         if result.bestmove is not None and result.bestmove not in legal:
-            raise _BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
+            raise BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
         info = self._last_scored(result)
         if info is None:
             if result.resign or result.win:
@@ -304,7 +287,7 @@ class UsiAnalyser:
         return AnalysisResult(
             position_id, True, info.score, info.mate, info.bound or "exact", info.depth,
             info.seldepth, nodes or None, result.bestmove,
-            " ".join(_legal_prefix(board, info.pv)))
+            " ".join(legal_prefix(board, info.pv)))
 
     def _last_scored(self, result: UsiSearch) -> Any:
         """The last info line of the first PV that carried a score."""
