@@ -47,7 +47,7 @@ from bookgen.play.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
 from bookgen.store import fault_point
-from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
            "play_game", "read_openings", "run_match"]

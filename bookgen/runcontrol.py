@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from bookgen.store import Book
-from bookgen.workers import TaskRunner
+from bookgen.workers.pool import TaskRunner
 
 __all__ = ["Interrupted", "RunStop", "collect_or_abandon", "in_flight",
            "mark_dead_runs", "stop_on_interrupt", "uncounted_on_failure"]

@@ -67,7 +67,7 @@ from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dea
                                  stop_on_interrupt, uncounted_on_failure)
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
 from bookgen.values import MATE_VALUE
-from bookgen.workers import LocalRunner, PoolRunner
+from bookgen.workers.pool import LocalRunner, PoolRunner
 
 __all__ = [
     "NULL", "SELECTIONS", "AnalysisResult", "BookIndex", "EngineSettings", "SearchSummary",

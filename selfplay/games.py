@@ -71,7 +71,7 @@ from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
 from bookgen.runcontrol import collect_or_abandon, stop_on_interrupt
 from bookgen.values import MATE_VALUE, value_to_cp
-from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
            "selfplay", "write_csa_record"]
