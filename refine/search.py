@@ -38,13 +38,12 @@ its evaluator fails.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sqlite3
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from itertools import compress, islice
@@ -54,7 +53,6 @@ from typing import Any, NamedTuple, Protocol
 import cshogi
 import numpy as np
 
-from bookgen.children import pool_worker_init
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.engines.usi.analyser import BadOutput
 from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
@@ -67,12 +65,13 @@ from bookgen.runcontrol import (RunStop, collect_or_abandon, in_flight, mark_dea
                                  stop_on_interrupt, uncounted_on_failure)
 from bookgen.store import DEFAULT_BOOK, Book, fault_point, now
 from bookgen.values import MATE_VALUE
+from bookgen.workers.forked import fork_map
 from bookgen.workers.pool import LocalRunner, PoolRunner
 
 __all__ = [
     "NULL", "SELECTIONS", "AnalysisResult", "BookIndex", "EngineSettings", "SearchSummary",
-    "analysed_positions", "engine_settings", "find_rows", "matching_runs", "parallel_map",
-    "search", "select_positions", "sql_int_columns", "start_analyser",
+    "analysed_positions", "engine_settings", "find_rows", "matching_runs", "search",
+    "select_positions", "sql_int_columns", "start_analyser",
 ]
 
 SELECTIONS = ("all", "leaves", "principal", "visits")
@@ -811,20 +810,6 @@ _RESOLVE_BLOCK = 1 << 14     # positions per block (task) of child resolution
 _PARALLEL_MIN_POSITIONS = 50_000  # fewer: not worth starting worker processes
 
 
-def parallel_map(function: Callable[[Any], Any], tasks: Iterable[Any], workers: int
-                 ) -> Iterator[Any]:
-    """``map(function, tasks)``, in order; on ``workers`` forked processes (which
-    inherit this one's memory) when more than one. ``tasks`` is consumed by a
-    thread of this process."""
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        yield from map(function, tasks)
-        return
-    # fork: spawn and forkserver re-import __main__ (see bookgen.formats.parallel)
-    with multiprocessing.get_context("fork").Pool(workers, initializer=pool_worker_init,
-                                                  initargs=(os.getpid(),)) as pool:
-        yield from pool.imap(function, tasks)
-
-
 _resolving: dict[str, Any] = {}  # what _resolve_block needs; forked workers inherit it
 
 
@@ -900,8 +885,8 @@ def _resolve_children(conn: sqlite3.Connection, index: BookIndex, edge_rows: np.
     try:
         for block, (own, *part) in zip(
                 range(0, len(rows), _RESOLVE_BLOCK),
-                parallel_map(_resolve_block, tasks(),
-                             workers if len(rows) >= _PARALLEL_MIN_POSITIONS else 1)):
+                fork_map(_resolve_block, tasks(),
+                         workers if len(rows) >= _PARALLEL_MIN_POSITIONS else 1)):
             hcp[rows[block:block + _RESOLVE_BLOCK]] = np.frombuffer(
                 own, dtype=cshogi.HuffmanCodedPos)
             parts.append(tuple(part))

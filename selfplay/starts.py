@@ -38,7 +38,8 @@ import numpy as np
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 from bookgen.store import DEFAULT_BOOK, Book
-from bookgen.refine.search import NULL, BookIndex, find_rows, parallel_map, sql_int_columns
+from bookgen.refine.search import NULL, BookIndex, find_rows, sql_int_columns
+from bookgen.workers.forked import fork_map
 
 FORMATS = ("usi", "sfen", "hcp", "psfen")
 SOURCES = ("all", "leaves", "principal", "mistakes")
@@ -275,7 +276,7 @@ def _write_records(stream: BinaryIO, fmt: str, conn: sqlite3.Connection, total: 
 
     workers = _WORKERS if len(ids) >= _PARALLEL_MIN_POSITIONS else 1
     for start, data in zip(range(0, len(ids), _CHUNK),
-                           parallel_map(_encode, tasks(), workers)):
+                           fork_map(_encode, tasks(), workers)):
         records = np.frombuffer(data, dtype=_RECORDS[fmt])
         repeat = copies[start:start + _CHUNK]
         if (repeat != 1).any():
