@@ -71,7 +71,7 @@ class RawGame:
 
 
 @dataclass(frozen=True, slots=True)
-class Game:
+class RecordedGame:
     """One game record, its start position checked (moves not yet)."""
 
     where: str
@@ -267,7 +267,7 @@ def kif_value(comment: str | None) -> int | None:
     return MATE_VALUE if match.group(2) == "+" else -MATE_VALUE
 
 
-def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> Game:
+def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> RecordedGame:
     if not raw.moves and not raw.ended:
         raise BadRecord("no moves and no result: an empty or header-only record")
     if not raw.sfen:
@@ -282,10 +282,10 @@ def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> Game
     ratings: tuple[float | None, float | None] = (None, None)
     if raw.ratings is not None:
         ratings = (raw.ratings[0] if rated[0] else None, raw.ratings[1] if rated[1] else None)
-    return Game(where, f"{position.sfen} {position.ply or 1}", raw.moves, values, ratings)
+    return RecordedGame(where, f"{position.sfen} {position.ply or 1}", raw.moves, values, ratings)
 
 
-def read_games(path: Path, parser: RecordParser) -> Iterator[Game | tuple[str, str]]:
+def read_games(path: Path, parser: RecordParser) -> Iterator[RecordedGame | tuple[str, str]]:
     """The games of one record file; a bad record comes as ``(where, reason)``."""
     kind = RECORD_FORMATS[path.suffix.lower()]
     try:
@@ -310,7 +310,7 @@ def read_games(path: Path, parser: RecordParser) -> Iterator[Game | tuple[str, s
             yield where, str(error)
 
 
-def _replay(game: Game, wanted: Collection[int], last_ply: int, *, max_value: int,
+def _replay(game: RecordedGame, wanted: Collection[int], last_ply: int, *, max_value: int,
             max_line_value: int | None, ignore_values: bool,
             rejected: Counter[str] | None = None) -> list[tuple[str, SuiteLine]]:
     """Check every move of ``game``; return its positions that qualify, each
