@@ -33,7 +33,6 @@ __all__ = ["Pending", "fork_available", "fork_map", "fork_map_async"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
 
 
 def fork_available() -> bool:
@@ -65,10 +64,10 @@ def fork_map(function: Callable[[T], R], tasks: Iterable[T], workers: int, *,
         yield from pool.imap(function, tasks, chunksize)
 
 
-class Pending(Protocol[R_co]):
+class Pending(Protocol[R]):
     """Work started by :func:`fork_map_async`: wait for it, or cancel it."""
 
-    def result(self) -> list[R_co]:
+    def result(self) -> list[R]:
         """The results in task order, once all are done; the workers are gone after."""
         ...
 
