@@ -5,7 +5,7 @@
   (csa_to_gokakusfen);
 - :mod:`bookgen.analysis.schedule`, :mod:`bookgen.analysis.players`, :mod:`bookgen.analysis.match`:
   ``bookgen match``, colour-swapped pairs under runner-enforced rules
-  (:mod:`bookgen.rules`), written to results files (:mod:`bookgen.store.results`);
+  (:mod:`bookgen.play.rules`), written to results files (:mod:`bookgen.store.results`);
 - :mod:`bookgen.analysis.results`: games read from results files and PGN files;
 - :mod:`bookgen.analysis.ratings`, :mod:`bookgen.analysis.bayeselo`: ``bookgen rate``
   (Ordo's model with bootstrap errors; BayesElo);

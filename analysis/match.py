@@ -2,9 +2,9 @@
 
 Each opening is played twice with colours swapped (see
 :mod:`bookgen.analysis.schedule`). The runner, not the engines, decides how a game
-ends (:mod:`bookgen.rules`): an illegal move or a false declaration loses,
+ends (:mod:`bookgen.play.rules`): an illegal move or a false declaration loses,
 a side whose clock runs more than ``margin`` below zero loses on time
-(:meth:`TimeControl.spend <bookgen.analysis.players.TimeControl.spend>`), fourfold repetition
+(:meth:`TimeControl.spend <bookgen.play.clock.TimeControl.spend>`), fourfold repetition
 is a draw unless one side checked on every move (that side loses),
 a declaration that meets the 27-point rule wins, ``max_ply`` plies from the
 initial position (opening moves included) draw, and with ``resign`` a side
@@ -36,18 +36,19 @@ from typing import Any, TextIO
 
 import cshogi
 
-from bookgen.analysis.players import Player, PlayerFailure, PlayerSpec, TimeControl, build_player
+from bookgen.analysis.players import Player, PlayerFailure, PlayerSpec, build_player
 from bookgen.analysis.results import write_pgn_game
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
+from bookgen.play.clock import TimeControl
+from bookgen.play.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.progress import progress_bar
-from bookgen.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.runcontrol import collect_or_abandon
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
 from bookgen.timestamps import utc_now
-from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
            "play_game", "read_openings", "run_match"]
@@ -601,7 +602,7 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
             raise write_error(pgn_file.name, error, "the games before the last one are "
                               "kept in it") from None
     if csa_path is not None:
-        from bookgen.rules import Outcome
+        from bookgen.play.rules import Outcome
         from bookgen.selfplay.games import write_csa_record
 
         result = {"black": Result.BLACK_WIN, "white": Result.WHITE_WIN}.get(game.result,

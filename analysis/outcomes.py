@@ -1,7 +1,7 @@
 """How games end, per player, and whether a kind of ending is more frequent for some.
 
 An *ending* names a game's end reason (``GameResult.reason``, e.g. a
-``bookgen.rules.Reason`` value) from one player's side:
+``bookgen.play.rules.Reason`` value) from one player's side:
 
 - a decisive game counts as ``"<reason> win"`` for the winner and
   ``"<reason> loss"`` for the loser (``"declaration win"``, ``"resign loss"``);

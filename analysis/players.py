@@ -17,67 +17,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bookgen.errors import BookgenError
-from bookgen.rules import GameState, Reason
+from bookgen.play.clock import TimeControl
+from bookgen.play.rules import GameState, Reason
 
-__all__ = ["BUILTIN", "PlayerFailure", "PlayerSpec", "Reply", "TimeControl", "build_player"]
+__all__ = ["BUILTIN", "PlayerFailure", "PlayerSpec", "Reply", "build_player"]
 
 BUILTIN = "builtin"
 BUILTIN_OPTIONS = {"depth": 64, "nodes": 20_000}
-
-
-@dataclass(frozen=True)
-class TimeControl:
-    """Limits per move, in milliseconds (or nodes).
-
-    ``byoyomi``: a fixed time per move after the main time; ``time`` and
-    ``inc``: main time per side and a Fischer increment added after each
-    move; ``nodes``: a node budget (no clock). ``margin`` is how far a clock
-    may run below zero (see :meth:`spend`) before the side loses on time.
-    ``engine_timeout`` (seconds) bounds a move without a clock (None: it
-    scales with ``nodes``, see :func:`bookgen.usi.default_search_timeout`).
-    """
-
-    byoyomi: int | None = None
-    time: int | None = None
-    inc: int | None = None
-    nodes: int | None = None
-    margin: int = 1000
-    engine_timeout: float | None = None
-
-    @property
-    def clocked(self) -> bool:
-        return self.nodes is None
-
-    def allowed_ms(self, clock: int) -> int:
-        """The longest a move may take with ``clock`` ms of main time left, margin included.
-
-        A clock may run up to ``margin`` below zero (lag is forgiven, not
-        refunded); byoyomi starts when the main time is gone.
-        """
-        return clock + (self.byoyomi or 0) + self.margin
-
-    def spend(self, clocks: dict[int, int], turn: int, elapsed_ms: int) -> str | None:
-        """Charge a move to ``turn``'s clock; the reason of a time forfeit, or None."""
-        allowed = self.allowed_ms(clocks[turn])
-        if elapsed_ms > allowed:
-            return f"{elapsed_ms} ms used, {allowed} ms allowed (margin included)"
-        remaining = clocks[turn] - elapsed_ms
-        if self.byoyomi and remaining < 0:
-            remaining = 0  # the overrun came out of this move's byoyomi
-        clocks[turn] = remaining + (self.inc or 0)
-        return None
-
-    def describe(self) -> str:
-        if self.nodes is not None:
-            return f"{self.nodes} nodes"
-        parts = []
-        if self.time:
-            parts.append(f"{self.time / 1000:g} s")
-        if self.inc:
-            parts.append(f"+{self.inc / 1000:g} s")
-        if self.byoyomi:
-            parts.append(f"byoyomi {self.byoyomi / 1000:g} s")
-        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -152,7 +98,7 @@ class BuiltinPlayer:
     engine_author = "bookgen"
 
     def __init__(self, spec: PlayerSpec) -> None:
-        from bookgen.evaluators.builtin import BuiltinEvaluator
+        from bookgen.engines.builtin.analyser import BuiltinEvaluator
 
         self.spec = spec
         settings = dict(BUILTIN_OPTIONS)
@@ -191,14 +137,14 @@ class BuiltinPlayer:
 class UsiPlayer:
     """A USI engine; started at construction, restarted after a failure.
 
-    ``clock`` times its moves (see :class:`bookgen.usi.UsiEngine`); the
+    ``clock`` times its moves (see :class:`bookgen.engines.usi.client.UsiEngine`); the
     default is the real one.
     """
 
     STOP_GRACE = 1.0   # seconds an engine past its time gets to answer ``stop``
 
     def __init__(self, spec: PlayerSpec, clock: Callable[[], float] = time.monotonic) -> None:
-        from bookgen.usi import UsiEngine, UsiError, UsiOptionError
+        from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
 
         self.spec = spec
         self.broken = False
@@ -218,7 +164,7 @@ class UsiPlayer:
         return (self.engine_name or "").lower().startswith("gpsshogi")
 
     def new_game(self) -> None:
-        from bookgen.usi import UsiError
+        from bookgen.engines.usi.client import UsiError
 
         try:
             if self.broken or not self.engine.alive:
@@ -244,7 +190,7 @@ class UsiPlayer:
         return limits
 
     def think(self, game: GameState, clocks: dict[int, int], control: TimeControl) -> Reply:
-        from bookgen.usi import EngineCrashed, EngineTimeout, UsiError
+        from bookgen.engines.usi.client import EngineCrashed, EngineTimeout, UsiError
 
         limits = self._limits(game, clocks, control)
         if control.clocked:

@@ -28,17 +28,11 @@ illegal move is reported as ``FILE: reason`` and skipped, or with
 
 from __future__ import annotations
 
-import faulthandler
-import multiprocessing
 import os
 import re
-import signal
-import sys
-import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +42,7 @@ from cshogi import CSA, KIF  # submodules: 'import cshogi' alone does not load t
 from bookgen.analysis.suites import SuiteLine, ply_filter, write_suite
 from bookgen.errors import BookgenError
 from bookgen.position import STARTPOS_SFEN, InvalidPosition, board_key, parse_sfen
+from bookgen.workers.isolated import IsolatedWorker, WorkerCrashed, WorkerTimeout
 
 RECORD_FORMATS = {".csa": "csa", ".kif": "kif", ".kifu": "kif"}
 MATE_VALUE = 30000
@@ -76,7 +71,7 @@ class RawGame:
 
 
 @dataclass(frozen=True, slots=True)
-class Game:
+class RecordedGame:
     """One game record, its start position checked (moves not yet)."""
 
     where: str
@@ -207,36 +202,17 @@ def _describe(error: Exception) -> str:
     return f"cannot parse ({type(error).__name__}: {text})"
 
 
-def _serve(conn: Connection) -> None:
-    """The child's loop: ``(kind, text)`` in, ``("ok", RawGame)`` or ``("error", reason)`` out."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    # A crash here is expected on some records and reported by the parent: no
-    # traceback dump (pytest and python -X faulthandler enable one).
-    faulthandler.disable()
-    while True:
-        try:
-            request = conn.recv()
-        except (EOFError, OSError):
-            return
-        if request is None:
-            return
-        try:
-            reply: tuple[str, Any] = ("ok", _parse_with_cshogi(*request))
-        except Exception as error:  # noqa: BLE001 - any parser failure is the record's fault
-            reply = ("error", _describe(error))
-        conn.send(reply)
-
-
-def _context() -> Any:
-    # fork is fast; spawn when forking is unsafe (threads, torch's thread pools).
-    if ("fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
-            and "torch" not in sys.modules):
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
+def _parse_request(request: tuple[str, str]) -> tuple[str, Any]:
+    """The child's answer to ``(kind, text)``: ``("ok", RawGame)`` or ``("error", reason)``."""
+    try:
+        return "ok", _parse_with_cshogi(*request)
+    except Exception as error:  # noqa: BLE001 - any parser failure is the record's fault
+        return "error", _describe(error)
 
 
 class RecordParser:
-    """cshogi's record parsers in a child process, restarted after a crash.
+    """cshogi's record parsers in a child process (:class:`IsolatedWorker`),
+    restarted after a crash.
 
     A crash or a hang (``timeout`` seconds) costs only the record being parsed,
     which is reported as a :class:`BadRecord`.
@@ -244,8 +220,8 @@ class RecordParser:
 
     def __init__(self, timeout: float = PARSE_TIMEOUT) -> None:
         self.timeout = timeout
-        self._process: Any = None
-        self._conn: Connection | None = None
+        self._worker: IsolatedWorker[tuple[str, str], tuple[str, Any]] = IsolatedWorker(
+            _parse_request, timeout_s=timeout, name="bookgen-record-parser")
 
     def __enter__(self) -> RecordParser:
         return self
@@ -253,59 +229,21 @@ class RecordParser:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start(self) -> Connection:
-        context = _context()
-        parent, child = context.Pipe()
-        process = context.Process(target=_serve, args=(child,), daemon=True,
-                                  name="bookgen-record-parser")
-        process.start()
-        child.close()
-        self._process, self._conn = process, parent
-        return parent
-
-    def _stop(self) -> int | None:
-        process, conn = self._process, self._conn
-        self._process = self._conn = None
-        if conn is not None:
-            conn.close()
-        if process is None:
-            return None
-        process.join(0.5)
-        if process.is_alive():
-            process.kill()
-            process.join()
-        return process.exitcode
-
     def parse(self, kind: str, text: str) -> RawGame:
         """Parse one game (``kind`` ``csa`` or ``kif``); raises BadRecord."""
-        conn = self._conn or self._start()
-        reply = None
-        timed_out = False
         try:
-            conn.send((kind, text))
-            if conn.poll(self.timeout):
-                reply = conn.recv()
-            else:
-                timed_out = True
-        except (EOFError, OSError):
-            pass
-        if reply is None:
-            code = self._stop()
-            if timed_out:
-                raise BadRecord(f"cshogi's parser took more than {self.timeout:g} s on it")
-            raise BadRecord(f"cshogi's parser crashed on it (exit code {code})")
-        status, payload = reply
+            status, payload = self._worker.call((kind, text))
+        except WorkerTimeout:
+            raise BadRecord(f"cshogi's parser took more than {self.timeout:g} s on it") from None
+        except WorkerCrashed as crash:
+            raise BadRecord(f"cshogi's parser crashed on it (exit code {crash.exitcode})"
+                            ) from None
         if status != "ok":
             raise BadRecord(payload)
         return payload
 
     def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.send(None)
-            except OSError:
-                pass
-        self._stop()
+        self._worker.close()
 
 
 # --------------------------------------------------------------------------
@@ -329,7 +267,7 @@ def kif_value(comment: str | None) -> int | None:
     return MATE_VALUE if match.group(2) == "+" else -MATE_VALUE
 
 
-def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> Game:
+def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> RecordedGame:
     if not raw.moves and not raw.ended:
         raise BadRecord("no moves and no result: an empty or header-only record")
     if not raw.sfen:
@@ -344,10 +282,10 @@ def _game(where: str, kind: str, raw: RawGame, rated: tuple[bool, bool]) -> Game
     ratings: tuple[float | None, float | None] = (None, None)
     if raw.ratings is not None:
         ratings = (raw.ratings[0] if rated[0] else None, raw.ratings[1] if rated[1] else None)
-    return Game(where, f"{position.sfen} {position.ply or 1}", raw.moves, values, ratings)
+    return RecordedGame(where, f"{position.sfen} {position.ply or 1}", raw.moves, values, ratings)
 
 
-def read_games(path: Path, parser: RecordParser) -> Iterator[Game | tuple[str, str]]:
+def read_games(path: Path, parser: RecordParser) -> Iterator[RecordedGame | tuple[str, str]]:
     """The games of one record file; a bad record comes as ``(where, reason)``."""
     kind = RECORD_FORMATS[path.suffix.lower()]
     try:
@@ -372,7 +310,7 @@ def read_games(path: Path, parser: RecordParser) -> Iterator[Game | tuple[str, s
             yield where, str(error)
 
 
-def _replay(game: Game, wanted: Collection[int], last_ply: int, *, max_value: int,
+def _replay(game: RecordedGame, wanted: Collection[int], last_ply: int, *, max_value: int,
             max_line_value: int | None, ignore_values: bool,
             rejected: Counter[str] | None = None) -> list[tuple[str, SuiteLine]]:
     """Check every move of ``game``; return its positions that qualify, each

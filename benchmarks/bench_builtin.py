@@ -14,7 +14,7 @@ import time
 
 import cshogi
 
-from bookgen.evaluators.builtin import BuiltinEvaluator
+from bookgen.engines.builtin.analyser import BuiltinEvaluator
 
 
 def random_game_positions(n: int, seed: int) -> list[cshogi.Board]:

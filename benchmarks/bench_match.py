@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 
 from bookgen.analysis.match import run_match
-from bookgen.analysis.players import PlayerSpec, TimeControl
+from bookgen.analysis.players import PlayerSpec
+from bookgen.play.clock import TimeControl
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
 OPENINGS = ["startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",

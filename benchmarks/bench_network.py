@@ -24,9 +24,10 @@ from pathlib import Path
 
 import cshogi
 
-from bookgen.evaluators.network import (OnnxEvaluator, TorchEvaluator, available_cpus,
-                                        default_threads)
-from bookgen.network import export_onnx, features, init_model, load_model, parameter_count
+from bookgen.engines.network.analyser import (OnnxEvaluator, TorchEvaluator, available_cpus,
+                                              default_threads)
+from bookgen.engines.network.features import features
+from bookgen.engines.network.model import export_onnx, init_model, load_model, parameter_count
 
 
 def random_boards(count: int, seed: int = 1) -> list[cshogi.Board]:

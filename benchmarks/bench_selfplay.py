@@ -6,7 +6,7 @@ itself (``go nodes 5000``), with 1 and 2 worker processes, from a few
 opening start positions (max 160 plies, 4 random opening moves).
 Training: samples per second of the dlshogi-shaped network on the CPU
 (5 blocks x 64 channels with 1 and 2 torch threads, and 1 x 8; batch 256)
-on the records just played. As for inference (bookgen.evaluators.network),
+on the records just played. As for inference (bookgen.engines.network.analyser),
 two torch threads collapse when another process keeps a core busy.
 
     python benchmarks/bench_selfplay.py [--games 4] [--engine-games 8]

@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["die_with_parent", "engine_preexec", "pool_worker_init"]
+__all__ = ["die_with_parent", "engine_preexec"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -70,9 +70,3 @@ def _child_dies_with(parent: int) -> None:
     # Runs in the forked child before exec: the signal request survives exec.
     die_with_parent(parent)
 
-
-def pool_worker_init(parent: int) -> None:
-    """Initializer for :mod:`multiprocessing` pools created by the main thread:
-    the worker ignores Ctrl-C (the main process decides) and dies with ``parent``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(parent)

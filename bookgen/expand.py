@@ -6,7 +6,8 @@ searches by itself (a USI engine's MultiPV analysis) its lines are used
 directly: moves within the cutoff of the best line, count from its priors.
 :func:`make_backend` runs :func:`expand_position` in this process or in
 workers, each with its own evaluator; a distributed backend would implement
-the same :data:`ExpansionBackend` interface (:class:`bookgen.workers.TaskRunner`).
+the same :data:`ExpansionBackend` interface
+(:class:`bookgen.workers.pool.TaskRunner`).
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ from typing import Any
 
 import cshogi
 
-from bookgen.evaluators import Evaluation, Evaluator, make_evaluator
-from bookgen.mcts import BookMoveChoice, Mcts, SearchSettings, select_book_moves
+from bookgen.engines.factory import make_evaluator
+from bookgen.engines.mcts import BookMoveChoice, Mcts, MctsSettings, select_book_moves
+from bookgen.engines.protocols import Evaluation, Evaluator
 from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
-from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
 
 @dataclass
 class ExpansionSettings:
-    search: SearchSettings = field(default_factory=SearchSettings)
+    search: MctsSettings = field(default_factory=MctsSettings)
     visit_threshold: float = 0.005
     cutoff: float = 0.015
     min_visits: int = 5

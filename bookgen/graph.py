@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import cshogi
 
-from bookgen.mcts import BookMoveChoice
+from bookgen.engines.mcts import BookMoveChoice
 from bookgen.position import board_key, signed64
 from bookgen.store import Book, MoveRows, queries
 from bookgen.values import MATE_VALUE

@@ -19,11 +19,12 @@ from typing import Any
 
 import cshogi
 
+from bookgen.engines.factory import default_batch_size, make_evaluator
+from bookgen.engines.mcts import MctsSettings
+from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
-from bookgen.evaluators import EvaluatorError, default_batch_size, make_evaluator
 from bookgen.expand import ExpansionResult, ExpansionSettings, make_backend
 from bookgen.graph import BookGraph
-from bookgen.mcts import SearchSettings
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
@@ -76,7 +77,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
     the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``.
 
     ``batch_size`` None is the evaluator's default
-    (:func:`bookgen.evaluators.default_batch_size`). ``wait``: when another
+    (:func:`bookgen.engines.factory.default_batch_size`). ``wait``: when another
     process writes the book, wait for it instead of raising
     :class:`bookgen.store.lock.BookLocked`."""
     if strategy not in STRATEGIES:
@@ -101,7 +102,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
         options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
     root_boards = read_roots(roots) if roots else [cshogi.Board(STARTPOS_SFEN + " 1")]
     settings = ExpansionSettings(
-        SearchSettings(playouts=playouts, batch_size=batch_size,
+        MctsSettings(playouts=playouts, batch_size=batch_size,
                        draw_value_black=draw_value_black, draw_value_white=draw_value_white),
         visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits)
     limits = WalkLimits(max_ply=max_ply, eval_threshold=eval_threshold,

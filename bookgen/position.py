@@ -8,6 +8,7 @@ legality, before cshogi sees it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cshogi
@@ -214,6 +215,20 @@ def parse_move(board: cshogi.Board, text: str, legal: set[int] | None = None) ->
     if not (move in legal if legal is not None else move_is_legal(board, move, text)):
         raise InvalidMove(f"{text!r} is not legal in this position")
     return move
+
+
+def legal_prefix(board: cshogi.Board, moves: Sequence[str]) -> list[str]:
+    """``moves`` up to the first that is not legal (``pass`` included); board unchanged."""
+    played = []
+    for usi in moves:
+        move = board.move_from_usi(usi)
+        if not move or not board.is_legal(move):
+            break
+        board.push(move)
+        played.append(usi)
+    for _ in played:
+        board.pop()
+    return played
 
 
 def parse_position_spec(text: str) -> tuple[cshogi.Board, list[str]]:

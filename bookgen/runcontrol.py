@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from bookgen.signals import Interrupted, RunStop
-from bookgen.workers import TaskRunner
+from bookgen.workers.pool import TaskRunner
 
 __all__ = ["collect_or_abandon", "in_flight", "uncounted_on_failure"]
 

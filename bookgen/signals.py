@@ -1,6 +1,9 @@
 """Signals: what Ctrl-C does inside bookgen, and the fault points of the crash tests.
 
-Ctrl-C (SIGINT) is taken over in two ways:
+The terminal sends Ctrl-C (SIGINT) to the whole process group: to bookgen and
+to every worker process it started. Only the main process decides what a
+Ctrl-C stops; a worker ignores it (:func:`ignore_interrupts`) and is stopped
+by its parent. The main process takes Ctrl-C over in two ways:
 
 - :func:`stop_on_interrupt`: a long run (grow, refine search, self-play, a
   match) turns Ctrl-C into a :class:`RunStop` event that the run checks
@@ -22,7 +25,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["Interrupted", "RunStop", "fault_point", "interrupts_held", "stop_on_interrupt"]
+__all__ = ["Interrupted", "RunStop", "fault_point", "ignore_interrupts", "interrupts_held",
+           "stop_on_interrupt"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -133,3 +137,9 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
     elif action == "SIGINT":
         os.kill(os.getpid(), signal.SIGINT)
+
+
+def ignore_interrupts() -> None:
+    """Ignore Ctrl-C (SIGINT) in this process from now on: for worker processes,
+    whose parent decides what to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

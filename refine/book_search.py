@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,20 +50,22 @@ import cshogi
 import numpy as np
 
 from bookgen.arrays import NULL
+from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES, Searcher
+from bookgen.engines.usi.analyser import BadOutput
+from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
+from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
+from bookgen.position import legal_prefix
 from bookgen.progress import progress_bar
 from bookgen.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
-from bookgen.search import PLAY_DEPTH, PLAY_NODES, Searcher
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.index import BookIndex
 from bookgen.store.lock import writing
 from bookgen.store.runs import analysed_positions, mark_dead_runs
 from bookgen.timestamps import utc_now
-from bookgen.usi import (SearchResult, UsiEngine, UsiError, UsiOptionError, parse_info,
-                         printable)
 from bookgen.values import MATE_VALUE
-from bookgen.workers import LocalRunner, PoolRunner
+from bookgen.workers.pool import LocalRunner, PoolRunner
 
 __all__ = [
     "SELECTIONS", "AnalysisResult", "EngineSettings", "SearchSummary", "engine_settings",
@@ -176,10 +178,6 @@ class AnalysisResult:
     seconds: float = 0.0
 
 
-class _BadOutput(Exception):
-    """The engine answered with something unusable (illegal move, no bestmove)."""
-
-
 class _NoScore(Exception):
     """The engine answered without any score: a configuration problem, not retried."""
 
@@ -190,22 +188,8 @@ class Analyser(Protocol):
     def close(self) -> None: ...
 
 
-def _legal_prefix(board: cshogi.Board, moves: Sequence[str]) -> list[str]:
-    """``moves`` up to the first that is not legal (``pass`` included); board unchanged."""
-    played = []
-    for usi in moves:
-        move = board.move_from_usi(usi)
-        if not move or not board.is_legal(move):
-            break
-        board.push(move)
-        played.append(usi)
-    for _ in played:
-        board.pop()
-    return played
-
-
 class BuiltinAnalyser:
-    """The built-in alpha-beta search (``bookgen.search``), deterministic."""
+    """The built-in alpha-beta search (:mod:`bookgen.engines.builtin.alphabeta`), deterministic."""
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
@@ -267,7 +251,7 @@ class UsiAnalyser:
             except _NoScore as error:
                 errors.append(str(error))
                 break
-            except (UsiError, _BadOutput) as error:
+            except (UsiError, BadOutput) as error:
                 errors.append(str(error) or type(error).__name__)
         return AnalysisResult(position_id, False, error=errors[-1], restarts=restarts,
                               seconds=time.perf_counter() - start)
@@ -281,10 +265,10 @@ class UsiAnalyser:
         result = engine.go(nodes=s.nodes, byoyomi=s.byoyomi, movetime=s.movetime, depth=s.depth,
                            timeout=s.timeout)
         if result.bestmove is None and not (result.resign or result.win):
-            raise _BadOutput(f"no bestmove in the engine's answer (last lines: "
+            raise BadOutput(f"no bestmove in the engine's answer (last lines: "
                              f"{result.tail()})")
         if result.bestmove is not None and result.bestmove not in legal:
-            raise _BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
+            raise BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
         info = self._last_scored(result)
         if info is None:
             if result.resign or result.win:
@@ -300,9 +284,9 @@ class UsiAnalyser:
         return AnalysisResult(
             position_id, True, info.score, info.mate, info.bound or "exact", info.depth,
             info.seldepth, nodes or None, result.bestmove,
-            " ".join(_legal_prefix(board, info.pv)))
+            " ".join(legal_prefix(board, info.pv)))
 
-    def _last_scored(self, result: SearchResult) -> Any:
+    def _last_scored(self, result: UsiSearch) -> Any:
         """The last info line of the first PV that carried a score."""
         for line in reversed(result.lines):
             if line.startswith("info"):

@@ -24,7 +24,6 @@ flagged as such (:func:`bookgen.store.queries.minimax_graph_moves`).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -33,9 +32,9 @@ from dataclasses import dataclass
 import cshogi
 import numpy as np
 
-from bookgen.children import pool_worker_init
 from bookgen.store import Book, queries
 from bookgen.values import MATE_VALUE
+from bookgen.workers.forked import fork_map_async
 
 __all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph"]
 
@@ -147,26 +146,15 @@ def _start_children(count: int, workers: int) -> Callable[..., tuple[np.ndarray,
             return empty, empty, np.zeros(0, dtype=f"S{_USI_WIDTH}"), np.zeros(0, dtype=bool)
         return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))
 
-    if workers > 1 and count >= _PARALLEL_MIN_NODES and \
-            "fork" in multiprocessing.get_all_start_methods():
-        pool = multiprocessing.get_context("fork").Pool(
-            workers, initializer=pool_worker_init, initargs=(os.getpid(),))
-        pending = pool.map_async(_children, spans, chunksize=4)
+    pending = fork_map_async(_children, spans, workers if count >= _PARALLEL_MIN_NODES else 1,
+                             chunksize=4)
 
-        def wait(cancel: bool = False) -> tuple[np.ndarray, ...]:
-            try:
-                if cancel:
-                    pool.terminate()
-                    return ()
-                return concatenate(pending.get())
-            except BaseException:
-                pool.terminate()
-                raise
-            finally:
-                pool.close()
-                pool.join()
-        return wait
-    return lambda cancel=False: () if cancel else concatenate([_children(s) for s in spans])
+    def wait(cancel: bool = False) -> tuple[np.ndarray, ...]:
+        if cancel:
+            pending.cancel()
+            return ()
+        return concatenate(pending.result())
+    return wait
 
 
 def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

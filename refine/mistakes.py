@@ -48,7 +48,7 @@ from typing import Any
 import cshogi
 
 from bookgen.errors import BookgenError
-from bookgen.evaluators import default_batch_size
+from bookgen.engines.factory import default_batch_size
 from bookgen.grow import grow
 from bookgen.position import board_key, signed64
 from bookgen.signals import Interrupted, RunStop, stop_on_interrupt

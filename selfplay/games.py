@@ -15,12 +15,12 @@ player is named by a spec:
   mate in one is always played, and a position that meets the declaration
   rule is declared (dlshogi self-play does both);
 - ``usi:COMMAND``: a USI engine with its own search (``go nodes`` /
-  ``byoyomi`` / ``movetime``), through :class:`bookgen.usi.UsiEngine`;
+  ``byoyomi`` / ``movetime``), through :class:`bookgen.engines.usi.client.UsiEngine`;
   ``bestmove resign`` and ``bestmove win`` are resignation and declaration;
 - ``alphabeta``: the built-in evaluator's own alpha-beta search
   (:meth:`BuiltinEvaluator.best_move`, depth 4).
 
-Games end by :mod:`bookgen.rules` (checkmate, fourfold repetition,
+Games end by :mod:`bookgen.play.rules` (checkmate, fourfold repetition,
 perpetual check, declaration, maximum ply, illegal moves, resignation and
 score adjudication).
 
@@ -61,18 +61,18 @@ import cshogi
 import cshogi.CSA
 import numpy as np
 
+from bookgen.engines.mcts import Mcts, MctsSettings
+from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
 from bookgen.files import AtomicFile, atomic_output, check_output
-from bookgen.evaluators import EvaluatorError
 from bookgen.formats.hcp import read_hcp
-from bookgen.mcts import Mcts, SearchSettings
+from bookgen.play.rules import GameState, Outcome, Result, csa_endgame
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
-from bookgen.rules import GameState, Outcome, Result, csa_endgame
 from bookgen.runcontrol import collect_or_abandon
 from bookgen.signals import stop_on_interrupt
 from bookgen.values import MATE_VALUE, value_to_cp
-from bookgen.workers import LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
            "selfplay", "write_csa_record"]
@@ -178,15 +178,15 @@ class MctsPlayer:
     """MCTS over an evaluator, with dlshogi's random opening moves."""
 
     def __init__(self, config: PlayerConfig) -> None:
-        from bookgen.evaluators import make_evaluator
+        from bookgen.engines.factory import make_evaluator
 
         self.config = config
         self.evaluator = make_evaluator(config.spec, **dict(config.evaluator_options))
         self.name = f"{config.spec} mcts {config.playouts}"
-        self.search = Mcts(self.evaluator, SearchSettings(playouts=config.playouts,
+        self.search = Mcts(self.evaluator, MctsSettings(playouts=config.playouts,
                                                           batch_size=config.batch_size))
         # Sampled moves need real visit counts, not an early stop's.
-        self.sampling_search = Mcts(self.evaluator, SearchSettings(
+        self.sampling_search = Mcts(self.evaluator, MctsSettings(
             playouts=config.playouts, batch_size=config.batch_size, early_stop=False))
 
     def new_game(self) -> None:
@@ -227,7 +227,7 @@ class AlphaBetaPlayer:
     name = "builtin alphabeta"
 
     def __init__(self) -> None:
-        from bookgen.evaluators.builtin import BuiltinEvaluator
+        from bookgen.engines.builtin.analyser import BuiltinEvaluator
 
         self.evaluator = BuiltinEvaluator()
 
@@ -250,7 +250,7 @@ class UsiPlayer:
     """A USI engine playing with its own search; crashes and timeouts restart it."""
 
     def __init__(self, config: PlayerConfig) -> None:
-        from bookgen.usi import UsiEngine, UsiError, UsiOptionError
+        from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
 
         self.config = config
         command = config.spec[len("usi:"):]
@@ -273,7 +273,7 @@ class UsiPlayer:
                                  "use byoyomi")
 
     def new_game(self) -> None:
-        from bookgen.usi import UsiError
+        from bookgen.engines.usi.client import UsiError
 
         try:
             self.engine.new_game()
@@ -281,7 +281,7 @@ class UsiPlayer:
             pass  # a dead engine is restarted by the next search
 
     def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
-        from bookgen.usi import UsiError
+        from bookgen.engines.usi.client import UsiError
 
         errors: list[str] = []
         for attempt in range(self.config.restarts + 1):
@@ -550,7 +550,7 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
     ``engine_options`` go to every USI player, ``black_engine_options`` /
     ``white_engine_options`` to one side's only. ``evaluator_options`` go to
     the evaluators of MCTS players. ``batch_size`` None gives each MCTS player its
-    evaluator's default (:func:`bookgen.evaluators.default_batch_size`). See
+    evaluator's default (:func:`bookgen.engines.factory.default_batch_size`). See
     ``bookgen selfplay --help``.
     """
     for name, value, low in (("--games", games, 1), ("--playouts", playouts, 1),
@@ -582,7 +582,7 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
 
     def config(spec: str, side_options: dict[str, str] | None) -> PlayerConfig:
-        from bookgen.evaluators import default_batch_size
+        from bookgen.engines.factory import default_batch_size
 
         return PlayerConfig(
             spec=spec, playouts=playouts,

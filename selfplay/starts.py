@@ -41,7 +41,7 @@ from bookgen.files import atomic_output
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.columns import sql_int_columns
 from bookgen.store.index import BookIndex
-from bookgen.store.links import parallel_map
+from bookgen.workers.forked import fork_map
 
 FORMATS = ("usi", "sfen", "hcp", "psfen")
 SOURCES = ("all", "leaves", "principal", "mistakes")
@@ -278,7 +278,7 @@ def _write_records(stream: BinaryIO, fmt: str, conn: sqlite3.Connection, total: 
 
     workers = _WORKERS if len(ids) >= _PARALLEL_MIN_POSITIONS else 1
     for start, data in zip(range(0, len(ids), _CHUNK),
-                           parallel_map(_encode, tasks(), workers)):
+                           fork_map(_encode, tasks(), workers)):
         records = np.frombuffer(data, dtype=_RECORDS[fmt])
         repeat = copies[start:start + _CHUNK]
         if (repeat != 1).any():

@@ -3,7 +3,8 @@
 Input files are raw ``cshogi.HuffmanCodedPosAndEval`` arrays (dlshogi's
 hcpe, as ``bookgen selfplay`` writes them). Each record gives:
 
-- the inputs: ``cshogi.dlshogi`` features of the position (:mod:`bookgen.network`);
+- the inputs: ``cshogi.dlshogi`` features of the position
+  (:mod:`bookgen.engines.network.features`);
 - the policy target: the label of ``bestMove16`` for the side to move
   (``make_move_label``), trained with cross-entropy over all 2187 labels;
 - the value target, for the side to move: ``alpha * result + (1 - alpha) *
@@ -26,7 +27,7 @@ loss and accuracy (policy: the best move is the top label; value: the sign
 of the prediction agrees with a decisive result) are reported on it after
 every epoch, on the training records before and after training (a
 sample of at most ``TRAIN_METRICS_SAMPLE`` of them), and on ``eval_on``
-files before and after. The model is saved in :mod:`bookgen.network`'s
+files before and after. The model is saved in :mod:`bookgen.engines.network.model`'s
 format, loadable as ``torch:PATH``. Ctrl-C stops after the current batch
 and saves the model as trained so far.
 """
@@ -50,8 +51,9 @@ from torch.nn import functional as F
 from bookgen.errors import BookgenError
 from bookgen.files import check_writable
 from bookgen.formats.hcp import read_hcpe
-from bookgen.network import (DEFAULT_BLOCKS, DEFAULT_CHANNELS, FEATURES1_NUM, FEATURES2_NUM,
-                             PolicyValueNetwork, load_model, parameter_count, save_model)
+from bookgen.engines.network.features import FEATURES1_NUM, FEATURES2_NUM
+from bookgen.engines.network.model import (DEFAULT_BLOCKS, DEFAULT_CHANNELS, PolicyValueNetwork,
+                                           load_model, parameter_count, save_model)
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
 from bookgen.values import EVAL_COEF

@@ -7,7 +7,7 @@ import math
 import cshogi
 import pytest
 
-from bookgen.evaluators import make_evaluator
+from bookgen.engines.factory import make_evaluator
 from bookgen.grow import grow
 from conftest import run_cli
 

@@ -8,10 +8,11 @@ import random
 import cshogi
 import pytest
 
-from bookgen.evaluators import Evaluator, make_evaluator
-from bookgen.evaluators.builtin import BuiltinEvaluator
-from bookgen.search import (_TB, _TW, MATE, Searcher, best_move, eval_black, eval_delta,
-                            search_moves, static_eval)
+from bookgen.engines.builtin.alphabeta import (_TB, _TW, MATE, Searcher, best_move, eval_black,
+                                               eval_delta, search_moves, static_eval)
+from bookgen.engines.builtin.analyser import BuiltinEvaluator
+from bookgen.engines.factory import make_evaluator
+from bookgen.engines.protocols import Evaluator
 
 STARTPOS = cshogi.STARTING_SFEN
 # Black to move, gold drop 5b mates (the pawn on 5c supports it).

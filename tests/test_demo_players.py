@@ -18,7 +18,7 @@ import pytest
 from bookgen.analysis.pairstats import count_games, elo_pentanomial
 from bookgen.analysis.players import BUILTIN_OPTIONS
 from bookgen.analysis.results import load_games
-from bookgen.search import Searcher
+from bookgen.engines.builtin.alphabeta import Searcher
 from conftest import ROOT, run_cli
 
 

@@ -11,7 +11,7 @@ import cshogi
 import pytest
 
 from bookgen.grow import grow
-from bookgen.mcts import MoveStats, select_book_moves
+from bookgen.engines.mcts import MoveStats, select_book_moves
 from conftest import PYTHON, integrity_ok, run_cli
 from processes import Bookgen, stop_all
 
@@ -405,7 +405,7 @@ def test_network_evaluators_batch_leaves_by_default(tmp_path, monkeypatch):
     """Without --batch-size, torch/onnx (and blend over them) evaluate leaves in
     batches (grow, selfplay, refine mistakes --iterate); builtin one at a time; the
     help texts say so."""
-    from bookgen.evaluators import network
+    from bookgen.engines.network import analyser as network
 
     model = tmp_path / "m.pt"
     run_cli("model", "init", "-o", model, "--blocks", "1", "--channels", "8")

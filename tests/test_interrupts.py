@@ -335,7 +335,7 @@ def nothing():
 
 
 if __name__ == "__main__":
-    from bookgen.workers import PoolRunner
+    from bookgen.workers.pool import PoolRunner
 
     signal.signal(signal.SIGINT, lambda *_: (marks / "parent-got-ctrl-c").touch())
     runner = PoolRunner(1, square, nothing, ())

@@ -15,11 +15,12 @@ import cshogi.CSA
 import pytest
 
 from bookgen.analysis.match import MatchSettings, play_game
-from bookgen.analysis.players import PlayerSpec, Reply, TimeControl, UsiPlayer
+from bookgen.analysis.players import PlayerSpec, Reply, UsiPlayer
 from bookgen.analysis.results import load_games
 from bookgen.analysis.schedule import GameTask, schedule
 from bookgen.errors import BookgenError
-from bookgen.rules import GameState
+from bookgen.play.clock import TimeControl
+from bookgen.play.rules import GameState
 from conftest import PYTHON, ROOT, run_cli
 from processes import Bookgen, stop_all
 
@@ -122,7 +123,7 @@ def test_schedule_pairs_swap_colours_and_keys_are_stable():
 
 
 def test_clocks_fischer_lag_accumulates_and_byoyomi_resets():
-    from bookgen.analysis.players import TimeControl
+    from bookgen.play.clock import TimeControl
 
     fischer = TimeControl(time=1000, inc=100, margin=300)
     clocks = {cshogi.BLACK: 1000, cshogi.WHITE: 1000}

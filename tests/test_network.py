@@ -7,6 +7,7 @@ back by the evaluators. Small models (2 blocks x 16 channels) keep it fast.
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import warnings
@@ -19,16 +20,17 @@ import onnxruntime as ort
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import legal_usis, random_positions
+from conftest import legal_usis, random_positions, run_script
 
 from bookgen.cli.model import model_group
+from bookgen.engines.factory import make_evaluator
+from bookgen.engines.network.analyser import OnnxEvaluator, TorchEvaluator
+from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS, features,
+                                              legal_move_labels)
+from bookgen.engines.network.model import (MODEL_FORMAT, PolicyValueNetwork, load_model,
+                                           parameter_count, save_model)
+from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
-from bookgen.evaluators import make_evaluator
-from bookgen.evaluators.base import EvaluatorError
-from bookgen.evaluators.network import OnnxEvaluator, TorchEvaluator
-from bookgen.network import (FEATURES1_NUM, FEATURES2_NUM, MODEL_FORMAT, MOVE_LABELS,
-                             PolicyValueNetwork, features, legal_move_labels, load_model,
-                             parameter_count, save_model)
 
 MATED = "4k4/4G4/4G4/9/9/9/9/9/4K4 w - 1"  # white to move, no legal moves
 TOLERANCE = 1e-4
@@ -280,6 +282,45 @@ def test_onnx_and_torch_evaluations_agree(sharp_model: Path, sharp_onnx: Path,
     values = [e.value for e in from_torch if e.moves]
     assert max(values) - min(values) > 0.05  # not all 0.5: the comparison means something
     assert from_onnx[-1].value == 0.0 and from_onnx[-1].moves == []
+
+
+WITHOUT_TORCH = """
+import json
+import sys
+
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"{name} is blocked in this test")
+        return None
+
+
+sys.meta_path.insert(0, NoTorch())
+import cshogi
+
+import bookgen.engines.network.features
+assert "torch" not in sys.modules
+from bookgen.engines.factory import make_evaluator
+
+with make_evaluator("onnx:" + sys.argv[1], batch_size=8, threads=1) as evaluator:
+    (evaluation,) = evaluator.evaluate([cshogi.Board()])
+assert "torch" not in sys.modules
+print(json.dumps({"moves": evaluation.moves, "priors": evaluation.priors,
+                  "value": evaluation.value}))
+"""
+
+
+def test_onnx_evaluator_works_without_torch(tmp_path: Path, sharp_onnx: Path) -> None:
+    """The ONNX evaluator and the features never import torch: with torch blocked
+    from import, an onnx: evaluator gives the same evaluation as here."""
+    proc = run_script(tmp_path, WITHOUT_TORCH, sharp_onnx)
+    alone = json.loads(proc.stdout.strip().splitlines()[-1])
+    with OnnxEvaluator(sharp_onnx, batch_size=8, threads=1) as evaluator:
+        (here,) = evaluator.evaluate([cshogi.Board()])
+    assert alone["moves"] == here.moves and len(here.moves) == 30
+    assert np.allclose(alone["priors"], here.priors, rtol=0, atol=1e-6)
+    assert abs(alone["value"] - here.value) <= 1e-6
 
 
 def test_onnx_with_a_fixed_batch_size_is_padded(workdir: Path, sharp_model: Path,

@@ -1,4 +1,4 @@
-"""Game adjudication (bookgen.rules): repetition, perpetual check, declaration, mate, limits.
+"""Game adjudication (bookgen.play.rules): repetition, perpetual check, declaration, mate, limits.
 
 Positions are built by hand; the declaration rule is cross-checked against
 cshogi's own ``is_nyugyoku`` / ``nyugyoku_result`` on hand-made and random
@@ -14,8 +14,8 @@ import cshogi.CSA
 import pytest
 
 from bookgen.position import InvalidPosition, parse_sfen
-from bookgen.rules import (GameOver, GameState, Reason, Result, csa_endgame, declaration_count,
-                           declaration_result, declaration_win)
+from bookgen.play.rules import (GameOver, GameState, Reason, Result, csa_endgame,
+                                declaration_count, declaration_result, declaration_win)
 
 KING_SHUFFLE = ["5i5h", "5a5b", "5h5i", "5b5a"]
 

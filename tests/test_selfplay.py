@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from bookgen.errors import BookgenError
-from bookgen.rules import Result
 from bookgen.cli.curriculum import selfplay_command
+from bookgen.play.rules import Result
 from bookgen.selfplay.games import read_starts, selfplay
 from conftest import PYTHON
 

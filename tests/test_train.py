@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from cshogi import dlshogi
 
 from bookgen.errors import BookgenError
-from bookgen.evaluators import make_evaluator
-from bookgen.network import load_model
 from bookgen.cli.curriculum import train_command
+from bookgen.engines.factory import make_evaluator
+from bookgen.engines.network.model import load_model
 from bookgen.selfplay.games import selfplay
 from bookgen.selfplay.train import evaluate, load_hcpe, train
 

@@ -1,4 +1,4 @@
-"""The USI client (bookgen.usi) and the USI evaluator against real and fake engines.
+"""The USI client (bookgen.engines.usi) and the USI evaluator against real and fake engines.
 
 Real engines: /usr/games/fairy-stockfish and /usr/games/gpsusi (installed by
 ``make test``). Fake engines under tests/fake_engines/ inject faults: a
@@ -17,12 +17,12 @@ import cshogi
 import pytest
 
 from bookgen.errors import BookgenError
-from bookgen.evaluators import EvaluatorError, make_evaluator
-from bookgen.evaluators.usi import UsiEvaluator, parse_options
-from bookgen.usi import (
-    EngineCrashed, EngineStartError, EngineTimeout, UsiEngine, UsiOptionError, parse_bestmove,
-    parse_info, parse_option,
-)
+from bookgen.engines.factory import make_evaluator
+from bookgen.engines.protocols import EvaluatorError
+from bookgen.engines.usi.analyser import UsiEvaluator, parse_options
+from bookgen.engines.usi.client import (EngineCrashed, EngineStartError, EngineTimeout, UsiEngine,
+                                        UsiOptionError)
+from bookgen.engines.usi.protocol import parse_bestmove, parse_info, parse_option
 from conftest import PYTHON, legal_usis
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -476,7 +476,7 @@ def test_garbage_engine_output_is_quoted_escaped():
 
 
 def test_default_search_timeouts_scale_with_the_limits(monkeypatch):
-    from bookgen.usi import default_search_timeout
+    from bookgen.engines.usi.client import default_search_timeout
 
     assert default_search_timeout(nodes=100_000) == 20.0
     assert default_search_timeout(nodes=1_000_000) == 110.0

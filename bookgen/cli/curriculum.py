@@ -92,7 +92,7 @@ def format_starts_summary(summary: dict[str, Any]) -> str:
 
 
 def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
-    from bookgen.evaluators.usi import parse_options
+    from bookgen.engines.usi.analyser import parse_options
 
     return parse_options(list(pairs))
 

@@ -25,7 +25,7 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
         kind = spec.split(":", 2)[-1].partition(":")[0]
     options: dict[str, Any] = {}
     if kind == "usi":
-        from bookgen.evaluators.usi import parse_options
+        from bookgen.engines.usi.analyser import parse_options
 
         options["options"] = parse_options(list(engine_options))
         for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),

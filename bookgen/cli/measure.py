@@ -281,7 +281,7 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
           --openings suite.txt --byoyomi 1000 --games 20 -o results.sqlite
     """
     from bookgen.analysis.match import run_match
-    from bookgen.analysis.players import TimeControl
+    from bookgen.play.clock import TimeControl
 
     players = parse_players(engines, builtins, options)
     fmt = fmt or ("pairs" if len(players) == 2 else "round-robin")

@@ -1,7 +1,8 @@
 """``bookgen model``: create, inspect and export dlshogi-shaped networks.
 
-Each command is a thin layer over :mod:`bookgen.network` (``init_model``,
-``model_info``, ``export_onnx``); torch is imported only when a command runs.
+Each command is a thin layer over :mod:`bookgen.engines.network.model`
+(``init_model``, ``model_info``, ``export_onnx``); torch is imported only when a
+command runs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from bookgen.cli.support import echo_json, reports_errors
 
 
 def format_info(info: dict[str, Any]) -> str:
-    """Human-readable lines for :func:`bookgen.network.model_info`."""
+    """Human-readable lines for :func:`bookgen.engines.network.model.model_info`."""
     def known(value: object) -> str:
         if value is None:
             return "unknown"
@@ -55,7 +56,7 @@ def model_group() -> None:
 def init_command(output: str, blocks: int, channels: int, seed: int, force: bool,
                  as_json: bool) -> None:
     """Write a randomly initialised network (weights and architecture) to OUTPUT."""
-    from bookgen.network import init_model
+    from bookgen.engines.network.model import init_model
 
     info = init_model(output, blocks=blocks, channels=channels, seed=seed, force=force)
     if as_json:
@@ -77,7 +78,7 @@ def export_onnx_command(model: str, output: str, as_json: bool) -> None:
     output_policy (N x 2187 logits) and output_value (N x 1, win probability
     of the side to move, sigmoid applied); N is dynamic.
     """
-    from bookgen.network import export_onnx
+    from bookgen.engines.network.model import export_onnx
 
     info = export_onnx(model, output)
     if as_json:
@@ -94,7 +95,7 @@ def export_onnx_command(model: str, output: str, as_json: bool) -> None:
 @reports_errors
 def info_command(model: str, as_json: bool) -> None:
     """Blocks, channels, parameter count and tensors of MODEL (.pt or .onnx)."""
-    from bookgen.network import model_info
+    from bookgen.engines.network.model import model_info
 
     info = model_info(model)
     if as_json:

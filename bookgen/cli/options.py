@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from bookgen.evaluators import batch_size_help
+from bookgen.engines.factory import batch_size_help
 from bookgen.store import DEFAULT_BOOK
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT_HELP = (
     "By default the wait scales with the limit: 1.5 x the time + 10 s for byoyomi or "
     "movetime, 10 s + nodes / 10,000 s for --nodes (20 s for 100,000 nodes), "
     "10 s + 2^(depth/2) / 16 s for --depth (74 s for depth 20).")
-"""The defaults of ``--engine-timeout`` (:func:`bookgen.usi.default_search_timeout`)."""
+"""The defaults of ``--engine-timeout`` (:func:`bookgen.engines.usi.client.default_search_timeout`)."""
 
 wait_option = click.option(
     "--wait", is_flag=True,

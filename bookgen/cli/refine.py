@@ -122,7 +122,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     fails on the first 2 positions, on 10 in a row or on all of them stops
     the run (exit code 2).
     """
-    from bookgen.evaluators.usi import parse_options
+    from bookgen.engines.usi.analyser import parse_options
     from bookgen.refine.book_search import search
 
     options = parse_options(list(engine_options))

@@ -10,16 +10,14 @@ file order.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bookgen.children import pool_worker_init
 from bookgen.diagnostics import Diagnostics
 from bookgen.formats.db2016 import read_db2016, text_blocks
+from bookgen.workers.forked import fork_map
 
 CHUNK_BYTES = 4 << 20
 PARALLEL_MIN_BYTES = 4 << 20
@@ -82,16 +80,13 @@ def read_db2016_parallel(path: Path, writer: Any, diagnostics: Diagnostics,
                          workers: int = 2,
                          on_bytes: Callable[[int], object] | None = None) -> None:
     """Like :func:`read_db2016` into a :class:`~bookgen.store.BulkWriter`, on ``workers``
-    processes."""
-    # fork: spawn and forkserver re-import __main__, which fails (and makes the
-    # pool respawn workers forever) when the caller runs from stdin or -c.
-    context = multiprocessing.get_context("fork")
+    forked processes (:func:`bookgen.workers.forked.fork_map`)."""
     source = str(path)
-    with context.Pool(workers, initializer=pool_worker_init, initargs=(os.getpid(),)) as pool:
-        for positions, moves, problems, skipped, size in pool.imap(parse_chunk, _chunks(path)):
-            writer.add_rows(positions, moves)
-            for line, reason in problems:
-                diagnostics.report(source, line, reason, skipped=0)
-            diagnostics.skipped.update(Counter(skipped))
-            if on_bytes is not None:
-                on_bytes(size)
+    for positions, moves, problems, skipped, size in fork_map(parse_chunk, _chunks(path),
+                                                               workers):
+        writer.add_rows(positions, moves)
+        for line, reason in problems:
+            diagnostics.report(source, line, reason, skipped=0)
+        diagnostics.skipped.update(Counter(skipped))
+        if on_bytes is not None:
+            on_bytes(size)

@@ -4,16 +4,14 @@ Imported books store no ``child_id``; :func:`resolve_children` plays each
 unlinked move, looks the child up by its zobrist key and confirms it by its
 exact position (HuffmanCodedPos), for :class:`bookgen.store.index.BookIndex`.
 Nothing is written to the book. Large books play their moves on forked
-worker processes (:func:`parallel_map`).
+worker processes (:func:`bookgen.workers.forked.fork_map`).
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import sqlite3
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from itertools import compress, islice
 from typing import Any, Protocol
 
@@ -21,10 +19,10 @@ import cshogi
 import numpy as np
 
 from bookgen.arrays import find_rows, ranges
-from bookgen.children import pool_worker_init
 from bookgen.store.columns import sql_int_columns
+from bookgen.workers.forked import fork_map
 
-__all__ = ["Edges", "parallel_map", "resolve_children"]
+__all__ = ["Edges", "resolve_children"]
 
 
 class Edges(Protocol):
@@ -40,20 +38,6 @@ class Edges(Protocol):
 
 _RESOLVE_BLOCK = 1 << 14     # positions per block (task) of child resolution
 _PARALLEL_MIN_POSITIONS = 50_000  # fewer: not worth starting worker processes
-
-
-def parallel_map(function: Callable[[Any], Any], tasks: Iterable[Any], workers: int
-                 ) -> Iterator[Any]:
-    """``map(function, tasks)``, in order; on ``workers`` forked processes (which
-    inherit this one's memory) when more than one. ``tasks`` is consumed by a
-    thread of this process."""
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        yield from map(function, tasks)
-        return
-    # fork: spawn and forkserver re-import __main__ (see bookgen.formats.parallel)
-    with multiprocessing.get_context("fork").Pool(workers, initializer=pool_worker_init,
-                                                  initargs=(os.getpid(),)) as pool:
-        yield from pool.imap(function, tasks)
 
 
 _resolving: dict[str, Any] = {}  # what _resolve_block needs; forked workers inherit it
@@ -131,8 +115,8 @@ def resolve_children(conn: sqlite3.Connection, index: Edges, edge_rows: np.ndarr
     try:
         for block, (own, *part) in zip(
                 range(0, len(rows), _RESOLVE_BLOCK),
-                parallel_map(_resolve_block, tasks(),
-                             workers if len(rows) >= _PARALLEL_MIN_POSITIONS else 1)):
+                fork_map(_resolve_block, tasks(),
+                         workers if len(rows) >= _PARALLEL_MIN_POSITIONS else 1)):
             hcp[rows[block:block + _RESOLVE_BLOCK]] = np.frombuffer(
                 own, dtype=cshogi.HuffmanCodedPos)
             parts.append(tuple(part))

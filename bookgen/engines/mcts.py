@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import cshogi
 
-from bookgen.evaluators.base import Evaluation, Evaluator
+from bookgen.engines.protocols import Evaluation, Evaluator
 from bookgen.values import EVAL_COEF, value_to_cp
 
 C_BASE = 19652.0
@@ -35,7 +35,7 @@ C_INIT = 1.25
 
 
 @dataclass
-class SearchSettings:
+class MctsSettings:
     playouts: int = 200
     batch_size: int = 1
     c_base: float = C_BASE
@@ -57,7 +57,7 @@ class MoveStats:
 
 
 @dataclass
-class SearchResult:
+class MctsResult:
     moves: list[MoveStats]   # all root moves, most visited first
     value: float             # the evaluator's value of the root
     playouts: int
@@ -119,7 +119,7 @@ class _Node:
                 self.visits + [0] * len(rest), self.totals + [0.0] * len(rest))
 
 
-def _terminal_value(board: cshogi.Board, settings: SearchSettings) -> float | None:
+def _terminal_value(board: cshogi.Board, settings: MctsSettings) -> float | None:
     """Value for the side to move if the game is decided here, else None."""
     draw = board.is_draw()
     if draw == cshogi.REPETITION_DRAW:
@@ -159,9 +159,9 @@ def _scale_table(c_base: float, c_init: float, playouts: int) -> list[float]:
 class Mcts:
     """One search tree per call to :meth:`search`."""
 
-    def __init__(self, evaluator: Evaluator, settings: SearchSettings | None = None) -> None:
+    def __init__(self, evaluator: Evaluator, settings: MctsSettings | None = None) -> None:
         self.evaluator = evaluator
-        self.settings = settings or SearchSettings()
+        self.settings = settings or MctsSettings()
         self.evaluations = 0
         self._scales: list[float] = []
 
@@ -201,7 +201,7 @@ class Mcts:
         return best_index
 
     def search(self, board: cshogi.Board, root_evaluation: Evaluation | None = None
-               ) -> SearchResult:
+               ) -> MctsResult:
         """Search ``board`` (left unchanged) with the playout budget."""
         settings = self.settings
         self.evaluations = 0
@@ -212,7 +212,7 @@ class Mcts:
             self.evaluations += 1
         root.expand(board, root_evaluation)
         if root.terminal:
-            return SearchResult([], root.value, 0, self.evaluations)
+            return MctsResult([], root.value, 0, self.evaluations)
         board = board.copy()
         done = 0
         while done < settings.playouts:
@@ -246,7 +246,7 @@ class Mcts:
                     board.pop()
             if settings.early_stop and self._decided(root, settings.playouts - done):
                 break
-        return SearchResult(self._root_stats(root), root.value, done, self.evaluations)
+        return MctsResult(self._root_stats(root), root.value, done, self.evaluations)
 
     def _descend(self, root: _Node, board: cshogi.Board
                  ) -> tuple[list[tuple[_Node, int]], _Node, float | None]:

@@ -3,7 +3,7 @@
 For each position it searches every legal move (depth 1 plus quiescence by
 default, about a millisecond), takes the best score as the value and turns
 move-ordering heuristics blended with each move's search score into priors.
-The search itself lives in ``bookgen.search``.
+The search itself lives in :mod:`bookgen.engines.builtin.alphabeta`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import cshogi
 
-from bookgen.evaluators.base import Evaluation, EvaluatorBase
-from bookgen.search import (MATE, MATE_BOUND, PLAY_DEPTH, PLAY_NODES, RootResult, Searcher,
-                            move_heuristics, softmax)
+from bookgen.engines.builtin.alphabeta import (MATE, MATE_BOUND, PLAY_DEPTH, PLAY_NODES,
+                                               RootResult, Searcher, move_heuristics, softmax)
+from bookgen.engines.protocols import Evaluation, EvaluatorBase
 from bookgen.values import EVAL_COEF, cp_to_value
 
 DEFAULT_DEPTH = 1

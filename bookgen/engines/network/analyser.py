@@ -1,5 +1,9 @@
 """Network evaluators: ``torch:MODEL.pt`` and ``onnx:MODEL.onnx``.
 
+Only :class:`TorchEvaluator` imports torch (the model module, when it starts):
+the ONNX evaluator needs onnxruntime and the torch-free
+:mod:`bookgen.engines.network.features`.
+
 Both compute dlshogi features for a batch of positions, run the network and
 turn its outputs into an :class:`Evaluation`: priors are a softmax over the
 policy logits of the legal moves only (labels from
@@ -22,10 +26,11 @@ from pathlib import Path
 import cshogi
 import numpy as np
 
+from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, INPUT_NAMES,
+                                              MOVE_LABELS, OUTPUT_NAMES, features,
+                                              legal_move_labels)
+from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
 from bookgen.errors import BookgenError
-from bookgen.evaluators.base import Evaluation, EvaluatorBase, EvaluatorError
-from bookgen.network import (FEATURES1_NUM, FEATURES2_NUM, INPUT_NAMES, MOVE_LABELS,
-                             OUTPUT_NAMES, features, legal_move_labels, load_model)
 from bookgen.values import EVAL_COEF
 
 
@@ -114,13 +119,15 @@ class TorchEvaluator(NetworkEvaluator):
 
     def __init__(self, path: str | Path, batch_size: int = 64, threads: int | None = None,
                  coef: float = EVAL_COEF) -> None:
-        import torch
+        # torch through the model module, which sets torch's thread wait policy first.
+        from bookgen.engines.network import model as model_module
 
+        torch = model_module.torch
         _check_options(batch_size, threads)
         super().__init__(batch_size)
         self.spec = f"torch:{path}"
         self.coef = coef
-        self.model = load_model(path)
+        self.model = model_module.load_model(path)
         self._torch = torch
         wanted = threads or default_threads(batch_size)
         if torch.get_num_threads() != wanted:

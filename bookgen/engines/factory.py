@@ -1,4 +1,4 @@
-"""Evaluators: the built-in search, USI engines and dlshogi-shaped networks.
+"""The evaluator named by a spec string, and the MCTS batch sizes per kind.
 
 ``make_evaluator(spec)`` builds one from its command-line name:
 
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bookgen.engines.protocols import Evaluator
 from bookgen.errors import BookgenError
-from bookgen.evaluators.base import Evaluation, Evaluator, EvaluatorBase, EvaluatorError
 
-__all__ = ["DEFAULT_BATCH_SIZES", "Evaluation", "Evaluator", "EvaluatorBase", "EvaluatorError",
-           "batch_size_help", "default_batch_size", "make_evaluator"]
+__all__ = ["DEFAULT_BATCH_SIZES", "batch_size_help", "default_batch_size", "make_evaluator"]
 
 EVALUATOR_KINDS = ("builtin", "usi", "torch", "onnx", "blend")
 
@@ -55,20 +54,27 @@ def make_evaluator(spec: str, **options: Any) -> Evaluator:
     """The evaluator named by ``spec``; ``options`` go to its constructor."""
     kind, _, argument = spec.partition(":")
     if kind == "builtin" and not argument:
-        from bookgen.evaluators.builtin import BuiltinEvaluator
+        from bookgen.engines.builtin.analyser import BuiltinEvaluator
         return BuiltinEvaluator(**options)
     if kind == "usi" and argument:
-        from bookgen.evaluators.usi import UsiEvaluator
+        from bookgen.engines.usi.analyser import UsiEvaluator
         return UsiEvaluator(argument, **options)
     if kind == "torch" and argument:
-        from bookgen.evaluators.network import TorchEvaluator
+        from bookgen.engines.network.analyser import TorchEvaluator
         return TorchEvaluator(argument, **options)
     if kind == "onnx" and argument:
-        from bookgen.evaluators.network import OnnxEvaluator
+        from bookgen.engines.network.analyser import OnnxEvaluator
         return OnnxEvaluator(argument, **options)
     if kind == "blend" and ":" in argument:
-        from bookgen.evaluators.blend import BlendEvaluator
-        book, _, inner = argument.partition(":")
-        return BlendEvaluator(book, inner, **options)
+        from bookgen.engines import blend
+        book, _, inner_spec = argument.partition(":")
+        blend_options = {name: options.pop(name) for name in blend.OPTIONS if name in options}
+        blend.check_options(**blend_options)
+        inner = make_evaluator(inner_spec, **options)
+        try:
+            return blend.BlendEvaluator(book, inner, **blend_options)
+        except BaseException:
+            inner.close()
+            raise
     raise BookgenError(f"unknown evaluator {spec!r} (use builtin, usi:COMMAND, torch:PATH, "
                        "onnx:PATH or blend:BOOK:INNER)")

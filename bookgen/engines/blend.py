@@ -19,30 +19,38 @@ from typing import Any
 
 import cshogi
 
+from bookgen.engines.protocols import Evaluation, Evaluator, EvaluatorBase
 from bookgen.errors import BookgenError
-from bookgen.evaluators.base import Evaluation, EvaluatorBase
 from bookgen.position import board_key
 from bookgen.store import Book
 from bookgen.values import EVAL_COEF, cp_to_value
 
 RULES = ("dlshogi", "yaneuraou")
+OPTIONS = ("rule", "weight", "values", "coef")  # the blend's own options; the rest are INNER's
+
+
+def check_options(rule: str = "dlshogi", weight: float = 0.5, **_others: Any) -> None:
+    """Refuse a rule or weight :class:`BlendEvaluator` would refuse (before INNER starts)."""
+    if rule not in RULES:
+        raise BookgenError(f"blend rule must be one of {', '.join(RULES)}, not {rule!r}")
+    if not 0.0 <= weight <= 1.0:
+        raise BookgenError(f"blend weight {weight} is not between 0 and 1")
 
 
 class BlendEvaluator(EvaluatorBase):
-    def __init__(self, book: str, inner: str, *, rule: str = "dlshogi", weight: float = 0.5,
-                 values: str = "raw", coef: float = EVAL_COEF, **inner_options: Any) -> None:
-        from bookgen.evaluators import make_evaluator
+    """``inner``'s evaluations blended with the moves of the book at ``book``; closing
+    the blend closes ``inner`` too. :func:`bookgen.engines.factory.make_evaluator`
+    builds ``inner`` from the spec's INNER."""
 
-        if rule not in RULES:
-            raise BookgenError(f"blend rule must be one of {', '.join(RULES)}, not {rule!r}")
-        if not 0.0 <= weight <= 1.0:
-            raise BookgenError(f"blend weight {weight} is not between 0 and 1")
-        self.spec = f"blend:{book}:{inner}"
+    def __init__(self, book: str, inner: Evaluator, *, rule: str = "dlshogi",
+                 weight: float = 0.5, values: str = "raw", coef: float = EVAL_COEF) -> None:
+        check_options(rule, weight)
+        self.spec = f"blend:{book}:{inner.spec}"
         self.rule, self.weight, self.coef = rule, weight, coef
         self.value_column = ("coalesce(m.minimax_value, m.value)" if values == "minimax"
                              else "m.value")
         self.book = Book(book, create=False, readonly=True)
-        self.inner = make_evaluator(inner, **inner_options)
+        self.inner = inner
 
     def close(self) -> None:
         self.inner.close()

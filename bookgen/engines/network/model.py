@@ -1,10 +1,9 @@
-"""dlshogi-shaped residual policy-value networks: features, model files, ONNX export.
+"""dlshogi-shaped residual policy-value networks in torch: the model, model files, ONNX export.
 
-Inputs are cshogi's dlshogi features: ``input1`` (N, 62, 9, 9) board planes
-and ``input2`` (N, 57, 9, 9) pieces-in-hand planes. Outputs are 2187 policy
-logits, laid out as ``cshogi.dlshogi.make_move_label(move, side_to_move)``
-(27 move directions x 81 destination squares), and one value logit whose
-sigmoid is the win probability of the side to move.
+Inputs and the policy layout are :mod:`bookgen.engines.network.features`'
+(``input1`` board planes, ``input2`` pieces-in-hand planes, 2187 policy
+logits); the model's value output is one logit whose sigmoid is the win
+probability of the side to move.
 
 A model file (``.pt``) is a plain dict saved with ``torch.save``::
 
@@ -24,12 +23,8 @@ import os
 import pickle
 import warnings
 import zipfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import cshogi
-import numpy as np
 
 # torch's OpenMP threads spin while they wait for work. When another process
 # keeps a core busy (an engine, a worker, a second job: the usual case on a
@@ -41,16 +36,12 @@ import numpy as np
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from cshogi import dlshogi  # noqa: E402
 from torch import nn  # noqa: E402
 
+from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, INPUT_NAMES,
+                                              MOVE_DIRECTIONS, MOVE_LABELS, OUTPUT_NAMES)
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
-
-FEATURES1_NUM: int = dlshogi.FEATURES1_NUM
-FEATURES2_NUM: int = dlshogi.FEATURES2_NUM
-MOVE_DIRECTIONS = 27  # dlshogi's MAX_MOVE_LABEL_NUM; cshogi does not export it
-MOVE_LABELS = MOVE_DIRECTIONS * 81
 
 MODEL_FORMAT = "bookgen-dlshogi-resnet"
 MODEL_VERSION = 1
@@ -60,34 +51,7 @@ DEFAULT_VALUE_HIDDEN = 256
 MAX_BLOCKS = 64
 MAX_CHANNELS = 1024
 
-INPUT_NAMES = ("input1", "input2")
-OUTPUT_NAMES = ("output_policy", "output_value")
 ONNX_OPSET = 17
-
-
-# --------------------------------------------------------------------------
-# inputs
-
-
-def features(boards: Sequence[cshogi.Board]) -> tuple[np.ndarray, np.ndarray]:
-    """dlshogi input planes for ``boards``: float32 arrays (N, 62, 9, 9) and (N, 57, 9, 9)."""
-    count = len(boards)
-    # make_input_features writes through raw pointers: the buffers must be
-    # float32 and C-contiguous; rows of a C-contiguous batch array are.
-    features1 = np.zeros((count, FEATURES1_NUM, 9, 9), dtype=np.float32)
-    features2 = np.zeros((count, FEATURES2_NUM, 9, 9), dtype=np.float32)
-    for i, board in enumerate(boards):
-        dlshogi.make_input_features(board, features1[i], features2[i])
-    return features1, features2
-
-
-def legal_move_labels(board: cshogi.Board) -> tuple[list[int], np.ndarray]:
-    """The legal moves of ``board`` (cshogi ints) and their policy labels (int64)."""
-    moves = list(board.legal_moves)
-    color = board.turn
-    labels = np.fromiter((dlshogi.make_move_label(move, color) for move in moves),
-                         dtype=np.int64, count=len(moves))
-    return moves, labels
 
 
 # --------------------------------------------------------------------------

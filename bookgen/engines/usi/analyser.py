@@ -23,7 +23,7 @@ gpsusi: pass ``options={"BookDepth": "0"}`` (it plays book moves without any
 score otherwise) and use ``byoyomi`` only: it aborts on ``go nodes``, ``go
 movetime`` and ``go depth`` (the evaluator refuses them). It treats byoyomi
 in whole seconds (300 ms gives it up to a second) and often stops early. Its
-mates come as huge ``score cp`` values, read as mates by ``bookgen.usi``.
+mates come as huge ``score cp`` values, read as mates by :mod:`bookgen.engines.usi.protocol`.
 """
 
 from __future__ import annotations
@@ -33,18 +33,19 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import cshogi
 
+from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
+from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
+from bookgen.engines.usi.protocol import InfoLine, UsiSearch, printable
 from bookgen.errors import BookgenError
-from bookgen.evaluators.base import Evaluation, EvaluatorBase, EvaluatorError
-from bookgen.usi import (InfoLine, SearchResult, UsiEngine, UsiError, UsiOptionError,
-                         printable)
+from bookgen.position import legal_prefix
 from bookgen.values import cp_to_value
 
-__all__ = ["UsiEvaluator", "parse_options"]
+__all__ = ["BadOutput", "UsiEvaluator", "parse_options"]
 
 DEFAULT_BYOYOMI = 1000
 
 
-class _BadOutput(Exception):
+class BadOutput(Exception):
     """The engine answered, but with something unusable (illegal move, no bestmove)."""
 
 
@@ -167,13 +168,13 @@ class UsiEvaluator(EvaluatorBase):
                     self.engine.restart()
                     self.engine.new_game()
                 return self._analyse(sfen, legal)
-            except (UsiError, _BadOutput) as exc:
+            except (UsiError, BadOutput) as exc:
                 errors.append(str(exc))
         raise EvaluatorError(
             f"USI engine {self.engine.name or self.command!r} failed {len(errors)} times on "
             f"sfen {sfen} (restarted up to {self.restarts} times); last error: {errors[-1]}")
 
-    def _search(self, sfen: str, legal: set[str], k: int | None = None) -> SearchResult:
+    def _search(self, sfen: str, legal: set[str], k: int | None = None) -> UsiSearch:
         assert self.engine is not None
         if k is not None and self.multipv_option is not None:
             if self.engine.applied_options.get(self.multipv_option) != str(k):
@@ -183,10 +184,10 @@ class UsiEvaluator(EvaluatorBase):
                                 movetime=self.movetime, depth=self.depth, timeout=self.timeout)
         self.searches += 1
         if result.bestmove is None and not (result.resign or result.win):
-            raise _BadOutput(f"no bestmove in the engine's answer "
+            raise BadOutput(f"no bestmove in the engine's answer "
                              f"(last lines: {result.tail()})")
         if result.bestmove is not None and result.bestmove not in legal:
-            raise _BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
+            raise BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
         return result
 
     def _analyse(self, sfen: str, legal_list: list[str]) -> Evaluation:
@@ -206,7 +207,7 @@ class UsiEvaluator(EvaluatorBase):
             return self._without_lines(result, sfen)
         best = lines[0][1]
         move_values = [self._value(info) for _move, info in lines]
-        pvs = [self._legal_prefix(sfen, info.pv) for _move, info in lines]
+        pvs = [legal_prefix(cshogi.Board(sfen), info.pv) for _move, info in lines]
         return Evaluation(
             moves=[move for move, _info in lines],
             priors=_softmax([info.score for _move, info in lines], self.temperature),
@@ -214,7 +215,7 @@ class UsiEvaluator(EvaluatorBase):
             nodes=best.nodes or result.nodes or 0, mate=best.mate, pv=pvs[0],
             move_depths=[info.depth or 0 for _move, info in lines], move_pvs=pvs)
 
-    def _lines(self, result: SearchResult, legal: set[str], k: int
+    def _lines(self, result: UsiSearch, legal: set[str], k: int
                ) -> list[tuple[str, InfoLine]]:
         """(first move, info) of each scored line, in multipv order."""
         lines: list[tuple[str, InfoLine]] = []
@@ -224,7 +225,7 @@ class UsiEvaluator(EvaluatorBase):
                 continue
             move = info.pv[0]
             if move not in legal:
-                raise _BadOutput(f"illegal move '{printable(move, 40)}' in PV {info.multipv}: "
+                raise BadOutput(f"illegal move '{printable(move, 40)}' in PV {info.multipv}: "
                                  f"{printable(info.raw)}")
             if move not in seen:
                 seen.add(move)
@@ -244,13 +245,13 @@ class UsiEvaluator(EvaluatorBase):
         if move is None or best is None or not best.has_score:
             return self._without_lines(result, sfen)
         value = self._value(best)
-        pv = self._legal_prefix(sfen, best.pv if best.pv[:1] == [move] else [move])
+        pv = legal_prefix(cshogi.Board(sfen), best.pv if best.pv[:1] == [move] else [move])
         return Evaluation(moves=[move], priors=[1.0], value=value, move_values=[value],
                           depth=best.depth or 0, nodes=best.nodes or result.nodes or 0,
                           mate=best.mate, pv=pv, move_depths=[best.depth or 0],
                           move_pvs=[pv])
 
-    def _without_lines(self, result: SearchResult, sfen: str) -> Evaluation:
+    def _without_lines(self, result: UsiSearch, sfen: str) -> Evaluation:
         """A search that gave no scored move: resign, win, or a configuration problem."""
         best = result.best
         if result.resign or result.win:
@@ -271,16 +272,3 @@ class UsiEvaluator(EvaluatorBase):
         if info.mate is not None:
             return 1.0 if info.mate > 0 else 0.0
         return cp_to_value(info.cp or 0, self.coef)
-
-    @staticmethod
-    def _legal_prefix(sfen: str, pv: Sequence[str]) -> list[str]:
-        """The PV up to its first move that is not legal (``pass`` included)."""
-        board = cshogi.Board(sfen)
-        legal_pv: list[str] = []
-        for usi in pv:
-            move = board.move_from_usi(usi)
-            if not move or not board.is_legal(move):
-                break
-            board.push(move)
-            legal_pv.append(usi)
-        return legal_pv

@@ -24,6 +24,7 @@ from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any, Generic, Protocol, TypeVar
 
 from bookgen.children import die_with_parent
+from bookgen.signals import ignore_interrupts
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -45,7 +46,7 @@ class _WorkerProcess(SpawnProcess):
 
     def run(self) -> None:
         parent = self._parent_pid  # type: ignore[attr-defined]
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards a Ctrl-C held back
+        ignore_interrupts()  # discards a Ctrl-C held back
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         die_with_parent(parent)
         try:

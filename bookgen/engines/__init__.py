@@ -1,0 +1,14 @@
+"""Everything that thinks: the engines layer.
+
+- :mod:`bookgen.engines.protocols`: the evaluator interface (a batch of
+  positions in, priors and values out) shared by every engine;
+- :mod:`bookgen.engines.factory`: the evaluator named by a spec string
+  (``builtin``, ``usi:COMMAND``, ``torch:PATH``, ``onnx:PATH``,
+  ``blend:BOOK:INNER``) and the MCTS batch-size defaults;
+- :mod:`bookgen.engines.builtin`: the built-in alpha-beta search and its evaluator;
+- :mod:`bookgen.engines.usi`: the USI protocol, the engine client and USI evaluators;
+- :mod:`bookgen.engines.network`: dlshogi-shaped networks (features without
+  torch, the torch model, the torch and ONNX evaluators);
+- :mod:`bookgen.engines.blend`: book priors blended into another evaluator;
+- :mod:`bookgen.engines.mcts`: PUCT Monte-Carlo tree search over an evaluator.
+"""
