@@ -40,8 +40,28 @@ def quit_on_ctrl_c() -> None:
         signal.signal(signal.SIGINT, _quit)
 
 
+_interrupted = False
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
 def command_started() -> None:
-    """From here on Ctrl-C raises ``KeyboardInterrupt`` again."""
+    """From here on Ctrl-C raises ``KeyboardInterrupt`` again, and is remembered
+    (:func:`interrupted`)."""
+    global _interrupted
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is _quit:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _interrupted = False
+        signal.signal(signal.SIGINT, _interrupt)
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C came since :func:`command_started`. A Ctrl-C inside the
+    import of an extension module (a command loading pandas, for example) comes
+    out as an ``ImportError``, not a ``KeyboardInterrupt``: the command line
+    asks this to tell such an error from a real one."""
+    return _interrupted

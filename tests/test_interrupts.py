@@ -496,3 +496,41 @@ def test_ctrl_c_while_the_engine_shuts_down_leaves_the_run_finished(small_book, 
         stop_all(process, procs)
     assert code == 0 and "Traceback" not in err, out + err
     assert statuses(book, command) == (["done", "done"] if command == "grow" else ["done"])
+
+
+_IMPORT_ERROR_AFTER_CTRL_C = """
+import os, signal, sys
+from bookgen.startup import quit_on_ctrl_c
+quit_on_ctrl_c()
+import click
+from bookgen.cli.support import reports_errors
+
+@click.command()
+@click.option("--ctrl-c", is_flag=True)
+@reports_errors
+def command(ctrl_c):
+    if ctrl_c:  # what a Ctrl-C inside an extension module's import looks like
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+    raise ImportError('PyCapsule_Import could not import module "pandas"')
+
+command()
+"""
+
+
+@pytest.mark.parametrize("ctrl_c", [True, False])
+def test_an_import_error_after_ctrl_c_is_an_interrupt(tmp_path, ctrl_c):
+    """A Ctrl-C that lands inside the import of an extension module (pandas,
+    loaded by a command) surfaces as an ImportError: after a Ctrl-C it exits
+    130 with one line; the same error without a Ctrl-C stays a traceback (a
+    real bug to report)."""
+    script = tmp_path / "command.py"
+    script.write_text(_IMPORT_ERROR_AFTER_CTRL_C)
+    done = subprocess.run([PYTHON, str(script), *(["--ctrl-c"] if ctrl_c else [])],
+                          capture_output=True, text=True, timeout=DEADLINE)
+    if ctrl_c:
+        assert (done.returncode, done.stderr) == (130, "bookgen: interrupted\n")
+    else:
+        assert done.returncode == 1 and "Traceback" in done.stderr and "ImportError" in done.stderr

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from bookgen.errors import BookgenError
-from bookgen.startup import INTERRUPTED_EXIT, command_started
+from bookgen.startup import INTERRUPTED_EXIT, command_started, interrupted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,6 +43,11 @@ def reports_errors(function: F) -> F:
             click.echo(f"bookgen: error: {error}", err=True)
             sys.exit(ERROR_EXIT)
         except KeyboardInterrupt:
+            click.echo("bookgen: interrupted", err=True)
+            sys.exit(INTERRUPTED_EXIT)
+        except Exception:
+            if not interrupted():  # a real error: its traceback is the report
+                raise
             click.echo("bookgen: interrupted", err=True)
             sys.exit(INTERRUPTED_EXIT)
 
