@@ -2,7 +2,7 @@
 
 Shared by the tests (``tests/test_writers.py``) and the fault campaign
 (``benchmarks/fault_campaign.py``), so that both hold a book to the same rule.
-The rule is the one ``grow`` keeps (``bookgen/graph.py``): an expanded
+The rule is the one ``grow`` keeps (``grow/book_graph.py``): an expanded
 position is worth its best move, and a move of an expanded position into an
 expanded child is worth minus the child's value. Positions that only an
 import or a merge wrote carry the file's values and are not held to it, nor

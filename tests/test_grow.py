@@ -11,7 +11,8 @@ import cshogi
 import pytest
 
 from bookgen.grow import grow
-from bookgen.engines.mcts import MoveStats, select_book_moves
+from bookgen.engines.mcts import MoveStats
+from bookgen.grow.book_moves import select_book_moves
 from conftest import PYTHON, integrity_ok, run_cli
 from processes import Bookgen, stop_all
 

@@ -1,6 +1,7 @@
-"""Packaging: the stage folders refine/, selfplay/ and analysis/ are installed
-inside bookgen (bookgen.refine, bookgen.selfplay, bookgen.analysis), so that
-installing bookgen adds no top-level import name but ``bookgen``."""
+"""Packaging: the stage folders grow/, refine/, selfplay/ and analysis/ are
+installed inside bookgen (bookgen.grow, bookgen.refine, bookgen.selfplay,
+bookgen.analysis), so that installing bookgen adds no top-level import name but
+``bookgen``."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = {"refine": "bookgen.refine", "selfplay": "bookgen.selfplay",
-          "analysis": "bookgen.analysis"}
+STAGES = {"grow": "bookgen.grow", "refine": "bookgen.refine",
+          "selfplay": "bookgen.selfplay", "analysis": "bookgen.analysis"}
 
 
 def _settings() -> dict:
@@ -51,11 +52,12 @@ def test_the_wheel_holds_only_bookgen(tmp_path):
 
 
 def test_installed_bookgen_has_no_generic_top_level_names(tmp_path):
-    """Outside the checkout, ``import analysis`` (and refine, selfplay) fails, and the
-    stages import as bookgen.*."""
-    code = ("import importlib.util, bookgen.refine.minimax, bookgen.selfplay.starts, "
-            "bookgen.analysis.match\n"
-            "print([importlib.util.find_spec(n) is None for n in ('refine', 'selfplay', 'analysis')])")
+    """Outside the checkout, ``import analysis`` (and grow, refine, selfplay) fails, and
+    the stages import as bookgen.*."""
+    code = ("import importlib.util, bookgen.grow.run, bookgen.refine.minimax, "
+            "bookgen.selfplay.starts, bookgen.analysis.match\n"
+            "print([importlib.util.find_spec(n) is None "
+            "for n in ('grow', 'refine', 'selfplay', 'analysis')])")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout
-    assert out.strip() == "[True, True, True]"
+    assert out.strip() == "[True, True, True, True]"

@@ -12,9 +12,6 @@ itself plus the plies of the principal line below it in the search tree
 (from the move's child, the most visited move while the node was evaluated
 and has tried moves), and that line's first reply, the move the search
 expects after it.
-
-:func:`select_book_moves` applies dlshogi's rule for which root moves become
-book moves.
 """
 
 from __future__ import annotations
@@ -22,13 +19,12 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cshogi
 
 from bookgen.engines.protocols import Evaluation, Evaluator
-from bookgen.values import EVAL_COEF, value_to_cp
+from bookgen.values import value_to_cp
 
 C_BASE = 19652.0
 C_INIT = 1.25
@@ -348,40 +344,3 @@ class Mcts:
                                    priors[index], win_rate, value_to_cp(win_rate),
                                    depth, reply))
         return stats
-
-
-@dataclass
-class BookMoveChoice:
-    move: str
-    count: int
-    value: int
-    win_rate: float
-    visits: int
-    prior: float
-    depth: int = 0               # search depth behind the move (see MoveStats.depth)
-    reply: str | None = None     # the reply the search expects (a ponder move)
-
-
-def select_book_moves(stats: Sequence[MoveStats], visit_threshold: float = 0.005,
-                      cutoff: float = 0.015, coef: float = EVAL_COEF,
-                      min_visits: int = 1) -> list[BookMoveChoice]:
-    """dlshogi's rule: in visit order keep moves whose visit share exceeds
-    ``visit_threshold`` and whose win rate is within ``cutoff`` of the most
-    visited move's; if none qualifies, the top ``(n + 2) // 3``. ``count`` is
-    the visit share x 1000. ``min_visits`` adds an absolute floor, which keeps
-    small playout budgets (where one visit is already a large share) from
-    admitting every move tried once."""
-    total = sum(s.visits for s in stats)
-    if not stats or total == 0:
-        return []
-    ordered = sorted(stats, key=lambda s: -s.visits)
-    best = ordered[0].win_rate
-    kept = [s for s in ordered
-            if s.visits / total > visit_threshold and s.visits >= min_visits
-            and s.win_rate >= best - cutoff]
-    if not kept:
-        kept = ordered[:(len(ordered) + 2) // 3]
-    return [BookMoveChoice(s.move, max(1, round(s.visits / total * 1000)),
-                           value_to_cp(s.win_rate, coef), s.win_rate, s.visits, s.prior,
-                           s.depth, s.reply)
-            for s in kept]

@@ -20,8 +20,9 @@ from typing import Any
 import cshogi
 
 from bookgen.engines.factory import make_evaluator
-from bookgen.engines.mcts import BookMoveChoice, Mcts, MctsSettings, select_book_moves
+from bookgen.engines.mcts import Mcts, MctsSettings
 from bookgen.engines.protocols import Evaluation, Evaluator
+from bookgen.grow.book_moves import BookMoveChoice, choices_from_lines, select_book_moves
 from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
 from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
@@ -74,7 +75,7 @@ def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
         choices: list[BookMoveChoice] = []
         visits = 0
     elif root.move_values is not None:
-        choices = _choices_from_lines(root, settings)
+        choices = choices_from_lines(root, settings.cutoff, settings.coef)
         visits = root.nodes
     else:
         search = Mcts(timed, settings.search).search(board, root)  # type: ignore[arg-type]
@@ -86,25 +87,6 @@ def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
     value = value_to_cp(win_rate, settings.coef) if root.moves else -MATE_VALUE
     return ExpansionResult(sfen, choices, value, win_rate, visits, evaluations, timed.seconds,
                            time.perf_counter() - start)
-
-
-def _choices_from_lines(evaluation: Evaluation, settings: ExpansionSettings
-                        ) -> list[BookMoveChoice]:
-    """Book moves from an evaluator's own lines; each keeps its line's depth
-    (the engine's reported depth) and the line's second move as the reply."""
-    assert evaluation.move_values is not None
-    n = len(evaluation.moves)
-    depths = evaluation.move_depths or [evaluation.depth] * n
-    pvs = evaluation.move_pvs or [[]] * n
-    best = max(evaluation.move_values)
-    kept = [(move, prior, value, depth, pv[1] if len(pv) > 1 and pv[0] == move else None)
-            for move, prior, value, depth, pv in
-            zip(evaluation.moves, evaluation.priors, evaluation.move_values, depths, pvs)
-            if value >= best - settings.cutoff]
-    total = sum(k[1] for k in kept) or 1.0
-    return [BookMoveChoice(move, max(1, round(prior / total * 1000)),
-                           value_to_cp(value, settings.coef), value, 0, prior, depth, reply)
-            for move, prior, value, depth, reply in sorted(kept, key=lambda k: -k[2])]
 
 
 ExpansionBackend = TaskRunner[str, ExpansionResult]

@@ -23,8 +23,9 @@ from bookgen.engines.factory import default_batch_size, make_evaluator
 from bookgen.engines.mcts import MctsSettings
 from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
-from bookgen.expand import ExpansionResult, ExpansionSettings, make_backend
-from bookgen.graph import BookGraph
+from bookgen.grow.book_graph import GrowGraph
+from bookgen.grow.expand import ExpansionResult, ExpansionSettings, make_backend
+from bookgen.grow.strategies import STRATEGIES, WalkLimits, make_strategy
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
@@ -33,7 +34,6 @@ from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.lock import writing
 from bookgen.store.runs import mark_dead_runs
-from bookgen.strategies import STRATEGIES, WalkLimits, make_strategy
 
 
 @dataclass
@@ -127,7 +127,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
         store = Book(book, wait=wait)
     try:
         mark_dead_runs(store)
-        graph = BookGraph.load(store)
+        graph = GrowGraph.load(store)
         with store.transaction():
             graph.link_children(store)
             run_id = store.begin_run("grow", params, evaluator=evaluator)
@@ -168,7 +168,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
         store.close()
 
 
-def _end_run(store: Book, graph: BookGraph, summary: GrowSummary, status: str) -> None:
+def _end_run(store: Book, graph: GrowGraph, summary: GrowSummary, status: str) -> None:
     """The run's row: the rows it wrote (positions and moves inserted, older
     move rows changed) and its counters (expansions among them)."""
     written = graph.written
@@ -187,7 +187,7 @@ def _counts(summary: GrowSummary) -> dict[str, Any]:
             "pid": os.getpid()}
 
 
-def _run(store: Book, graph: BookGraph, walker: Any, backend: Any, summary: GrowSummary,
+def _run(store: Book, graph: GrowGraph, walker: Any, backend: Any, summary: GrowSummary,
          stop: RunStop, trials: int | None, positions: int | None,
          seconds: float | None, progress: bool) -> str:
     start = time.perf_counter()
@@ -239,7 +239,7 @@ def _run(store: Book, graph: BookGraph, walker: Any, backend: Any, summary: Grow
                 return "interrupted"
 
 
-def _record(store: Book, graph: BookGraph, result: ExpansionResult, ply: int | None,
+def _record(store: Book, graph: GrowGraph, result: ExpansionResult, ply: int | None,
             summary: GrowSummary) -> None:
     board = cshogi.Board(result.sfen)
     with uncounted_on_failure(summary, graph.written):

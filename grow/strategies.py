@@ -1,6 +1,6 @@
 """Which position to expand next: dlshogi's trial walk, book MCTS and drop-out.
 
-A strategy walks the in-memory :class:`~bookgen.graph.BookGraph` from a root
+A strategy walks the in-memory :class:`~bookgen.grow.book_graph.GrowGraph` from a root
 and returns the first position worth expanding (not yet expanded, not being
 expanded by a worker), or None when its walks find nothing.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import cshogi
 
-from bookgen.graph import BookGraph, Edge, Node
 from bookgen.engines.mcts import C_BASE, C_INIT
+from bookgen.grow.book_graph import Edge, GrowGraph, Node
 from bookgen.position import board_key
 from bookgen.values import EVAL_COEF, cp_to_value
 
@@ -42,7 +42,7 @@ class Strategy:
     name = "base"
     attempts = 16  # walks tried before concluding there is nothing to expand
 
-    def __init__(self, graph: BookGraph, roots: Sequence[cshogi.Board], limits: WalkLimits,
+    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkLimits,
                  rng: random.Random) -> None:
         self.graph = graph
         self.roots = list(roots)
@@ -233,7 +233,7 @@ class DropoutStrategy(Strategy):
         return value
 
 
-def make_strategy(name: str, graph: BookGraph, roots: Sequence[cshogi.Board],
+def make_strategy(name: str, graph: GrowGraph, roots: Sequence[cshogi.Board],
                   limits: WalkLimits, rng: random.Random) -> Strategy:
     classes = {cls.name: cls for cls in (DlshogiStrategy, BookMctsStrategy, DropoutStrategy)}
     return classes[name](graph, roots, limits, rng)

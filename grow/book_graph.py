@@ -14,7 +14,7 @@ count, then the move) as its ponder and that move's depth plus one as its
 depth; a move into a position outside the book keeps the depth of the
 search that chose it and the reply that search expected.
 
-:attr:`BookGraph.written` counts the rows the graph wrote since it was
+:attr:`GrowGraph.written` counts the rows the graph wrote since it was
 loaded: positions and moves inserted, and existing move rows changed (each
 once), which ``grow`` stores in its ``runs`` row.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import cshogi
 
-from bookgen.engines.mcts import BookMoveChoice
+from bookgen.grow.book_moves import BookMoveChoice
 from bookgen.position import board_key, signed64
 from bookgen.store import Book, MoveRows, queries
 from bookgen.values import MATE_VALUE
@@ -49,7 +49,7 @@ class Edge:
 
 @dataclass
 class WriteCounts:
-    """Rows written through a :class:`BookGraph`."""
+    """Rows written through a :class:`GrowGraph`."""
 
     positions_added: int = 0
     moves_added: int = 0
@@ -76,7 +76,7 @@ class Node:
         return min(self.edges, key=lambda e: (-e.value, -e.count, e.move), default=None)
 
 
-class BookGraph:
+class GrowGraph:
     """Nodes by sfen plus reverse edges (child sfen -> parent sfens)."""
 
     def __init__(self) -> None:
@@ -87,7 +87,7 @@ class BookGraph:
     # -- loading ---------------------------------------------------------------
 
     @classmethod
-    def load(cls, book: Book) -> BookGraph:
+    def load(cls, book: Book) -> GrowGraph:
         graph = cls()
         conn = book.conn
         by_id: dict[int, Node] = {}

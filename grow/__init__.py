@@ -1,0 +1,12 @@
+"""The grow stage (installed as ``bookgen.grow``): the MCTS-driven book expander.
+
+:func:`grow` (:mod:`bookgen.grow.run`) walks the book in memory
+(:mod:`bookgen.grow.book_graph`) with a strategy (:mod:`bookgen.grow.strategies`)
+to pick positions, expands them (:mod:`bookgen.grow.expand`: the leaf search,
+and :mod:`bookgen.grow.book_moves`: which moves become book moves) and writes
+them to the book with values propagated to their ancestors.
+"""
+
+from bookgen.grow.run import GrowSummary, grow
+
+__all__ = ["GrowSummary", "grow"]
