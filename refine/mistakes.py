@@ -28,7 +28,9 @@ move. An engine move that is not yet a book move is added to the position's
 moves first (value and ``eval_value`` the engine's score, depth the
 analysis's, count 1, child linked), so that what grows behind it reaches the
 position's value. Each position after such a move is the root of its own
-``grow`` run (``expand`` positions, no ``eval_threshold`` cut); then ``refine
+``grow`` run (``expand`` positions, no ``eval_threshold`` cut), made by the
+:class:`Extender` the caller passes in (the CLI passes
+:func:`bookgen.grow.grow`: refine does not import the grow stage); then ``refine
 minimax`` runs, the positions the grow runs expanded are searched with the
 same analysis key, and the mistakes are detected again. It
 stops when a round flags no position that an earlier round had not flagged,
@@ -43,13 +45,12 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import cshogi
 
 from bookgen.errors import BookgenError
 from bookgen.engines.factory import default_batch_size
-from bookgen.grow import grow
 from bookgen.position import board_key, signed64
 from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries
@@ -60,11 +61,34 @@ from bookgen.values import MATE_BOUND, MATE_VALUE
 from bookgen.refine.book_search import EngineSettings, search
 from bookgen.refine.minimax import refine_minimax
 
-__all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Mistake", "MistakesSummary", "classify",
-           "find_mistakes", "mistakes", "position_line"]
+__all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Extender", "Extension", "Mistake",
+           "MistakesSummary", "classify", "find_mistakes", "mistakes", "position_line"]
 
 DEFAULT_THRESHOLD = 150
 DEFAULT_DIFF = 200
+
+
+class Extension(Protocol):
+    """What one extension reports (:class:`bookgen.grow.GrowSummary` is one)."""
+
+    @property
+    def run_id(self) -> int: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def expansions(self) -> int: ...
+
+
+class Extender(Protocol):
+    """Grows ``book`` from the root in the file ``roots`` by ``positions``
+    expansions, as one run: :func:`bookgen.grow.grow`, which the CLI passes in."""
+
+    def __call__(self, book: str | Path, *, evaluator: str,
+                 evaluator_options: dict[str, Any] | None, roots: str | Path, positions: int,
+                 playouts: int, batch_size: int | None, eval_threshold: int, seed: int,
+                 progress: bool) -> Extension: ...
 
 
 def classify(s: int, o: int, engine_mate: int | None, thr: int = DEFAULT_THRESHOLD,
@@ -239,13 +263,17 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
              max_iterations: int = 3, evaluator: str = "builtin",
              evaluator_options: dict[str, Any] | None = None, playouts: int = 200,
              batch_size: int | None = None, expand: int = 2, workers: int = 1, seed: int = 0,
-             progress: bool = True, wait: bool = False) -> MistakesSummary:
+             progress: bool = True, wait: bool = False,
+             extender: Extender | None = None) -> MistakesSummary:
     """Find (and with ``iterate`` work on) the book's evaluation mistakes; records
     them in the ``mistakes`` table under a ``refine mistakes`` run. See the module
-    docstring and ``bookgen refine mistakes --help``. ``batch_size`` (None: the
-    evaluator's default) goes to the grow runs of ``iterate``. ``wait``: when
-    another process writes the book, wait for it instead of raising
-    :class:`bookgen.store.lock.BookLocked`."""
+    docstring and ``bookgen refine mistakes --help``. ``iterate`` needs
+    ``extender`` (:func:`bookgen.grow.grow`), which makes the grow runs with
+    ``evaluator``, ``evaluator_options``, ``playouts`` and ``batch_size`` (None:
+    the evaluator's default). ``wait``: when another process writes the book,
+    wait for it instead of raising :class:`bookgen.store.lock.BookLocked`."""
+    if iterate and extender is None:
+        raise BookgenError("iterate needs an extender: pass extender=bookgen.grow.grow")
     for name, value in (("--threshold", threshold), ("--diff", diff),
                         ("--opp-threshold", opp_threshold)):
         if value is not None and value < 0:
@@ -282,7 +310,7 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
             with stop_on_interrupt() as stop:
                 status = _rounds(store, summary, stop, iterate, max_iterations, evaluator,
                                  evaluator_options, playouts, batch_size, expand, workers, seed,
-                                 progress)
+                                 progress, extender)
         finally:
             summary.status = status
             with store.transaction():
@@ -319,7 +347,7 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
 def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
             max_iterations: int, evaluator: str, evaluator_options: dict[str, Any] | None,
             playouts: int, batch_size: int | None, expand: int, workers: int, seed: int,
-            progress: bool) -> str:
+            progress: bool, extender: Extender | None) -> str:
     flagged_before: set[int] = set()
     iteration = 0
     while True:
@@ -335,18 +363,19 @@ def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
             return "interrupted"
         iteration += 1
         flagged_before.update(m.position_id for m in found)
-        status = _extend(store, summary, stop, new, evaluator, evaluator_options, playouts,
-                         batch_size, expand, workers, seed + iteration, progress)
+        assert extender is not None  # mistakes() refuses iterate without one
+        status = _extend(store, summary, stop, new, extender, evaluator, evaluator_options,
+                         playouts, batch_size, expand, workers, seed + iteration, progress)
         if status != "done" or stop.is_set():
             return status if status != "done" else "interrupted"
 
 
 def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mistake],
-            evaluator: str, evaluator_options: dict[str, Any] | None, playouts: int,
-            batch_size: int | None, expand: int, workers: int, seed: int,
+            extender: Extender, evaluator: str, evaluator_options: dict[str, Any] | None,
+            playouts: int, batch_size: int | None, expand: int, workers: int, seed: int,
             progress: bool) -> str:
-    """One ``iter_diff_eval`` step: grow from the positions after the chosen moves,
-    propagate, search what was added. Returns the status of the step."""
+    """One ``iter_diff_eval`` step: grow (``extender``) from the positions after the
+    chosen moves, propagate, search what was added. Returns the status of the step."""
     roots: dict[str, None] = {}
     added_moves = 0
     for mistake in new:
@@ -376,11 +405,11 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
             if stop.is_set():
                 return "interrupted"
             Path(roots_file).write_text(root + "\n", encoding="utf-8")
-            grown = grow(store.path, evaluator=evaluator, evaluator_options=evaluator_options,
-                         roots=roots_file, positions=expand, playouts=playouts,
-                         batch_size=batch_size,
-                         eval_threshold=MATE_VALUE, seed=seed * 100_003 + number,
-                         progress=progress)
+            grown = extender(store.path, evaluator=evaluator,
+                             evaluator_options=evaluator_options, roots=roots_file,
+                             positions=expand, playouts=playouts, batch_size=batch_size,
+                             eval_threshold=MATE_VALUE, seed=seed * 100_003 + number,
+                             progress=progress)
             grow_runs.append(grown.run_id)
             step["expanded"] += grown.expansions
             if grown.status != "done":

@@ -510,7 +510,7 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     book, values, corrupted, minimax_only, mate_pid = _corrupted_book(analysed, tmp_path)
     positions_before = len(query(book, "SELECT id FROM positions"))
     summary = mistakes(book, iterate=True, max_iterations=2, playouts=20, expand=1,
-                       progress=False)
+                       progress=False, extender=grow)
     assert summary.status == "done"
     rounds = summary.rounds
     assert 2 <= len(rounds) <= 3 and rounds[0]["mistakes"] == 5 and rounds[0]["new"] == 5
@@ -554,6 +554,13 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     assert integrity_ok(book)
 
 
+def test_iterate_needs_an_extender(analysed, tmp_path):
+    """refine does not import the grow stage: the grow runs of --iterate come from
+    the extender the caller passes in (the CLI passes bookgen.grow.grow)."""
+    with pytest.raises(BookgenError, match="iterate needs an extender"):
+        mistakes(copy_of(analysed, tmp_path), iterate=True, progress=False)
+
+
 def test_iterate_counts_the_rows_it_writes(analysed, tmp_path):
     """The refine mistakes run's row counts the engine moves it made book moves
     and the positions it added for them (its grow and search runs count theirs)."""
@@ -575,7 +582,7 @@ def test_iterate_counts_the_rows_it_writes(analysed, tmp_path):
     conn.close()
     assert removed > 0
     summary = mistakes(book, iterate=True, max_iterations=1, playouts=20, expand=1,
-                       progress=False)
+                       progress=False, extender=grow)
     engine_moves = summary.rounds[0]["engine_moves_added"]
     assert engine_moves >= removed
     added, moves, updated = query(book, "SELECT positions_added, moves_added, moves_updated "

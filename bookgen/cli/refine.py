@@ -185,13 +185,17 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
     ...' when it has none), usable as a roots file.
     """
     from bookgen.files import atomic_write
-    from bookgen.refine.mistakes import mistakes, position_line
+    from bookgen.refine.mistakes import Extender, mistakes, position_line
 
+    extender: Extender | None = None
+    if iterate:  # the grow stage extends the book; refine does not import it
+        from bookgen.grow import grow
+        extender = grow
     summary = mistakes(book, engine=engine, analysis_run=analysis_run, threshold=threshold,
                        opp_threshold=opp_threshold, diff=diff, iterate=iterate,
                        max_iterations=max_iterations, evaluator=evaluator, playouts=playouts,
                        batch_size=batch_size, expand=expand, workers=workers, seed=seed,
-                       wait=wait)
+                       wait=wait, extender=extender)
     if as_json:
         text = json_text(summary.as_dict()) + "\n"
     else:
