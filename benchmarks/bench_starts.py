@@ -68,7 +68,7 @@ def main() -> None:
         if not book.exists():
             from generate_book import generate
 
-            from bookgen.importer import import_books
+            from bookgen.bookfiles.importer import import_books
 
             source = OUT / f"book{args.size}.db"
             if not source.exists():

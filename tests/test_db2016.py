@@ -572,10 +572,10 @@ import io  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
 from unittest import mock  # noqa: E402
 
+import bookgen.bookfiles.importer as importer_module  # noqa: E402
 import bookgen.formats.parallel as parallel_module  # noqa: E402
-import bookgen.importer as importer_module  # noqa: E402
+from bookgen.bookfiles.importer import import_books  # noqa: E402
 from bookgen.diagnostics import Diagnostics  # noqa: E402
-from bookgen.importer import import_books  # noqa: E402
 
 JUNK_LINES = [
     "7g7e none 0 0 1", "none none 1 1 1", "sfen 9/9/9/9/9/9/9/9/9 b - 0",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bookgen.diagnostics import Diagnostics
-from bookgen.importer import import_books
+from bookgen.bookfiles.importer import import_books
 from conftest import book_entries, db2016_text, dump_book, generate_blocks, run_cli
 from test_db2016 import tiny_parallel_chunks
 

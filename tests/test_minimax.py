@@ -841,7 +841,8 @@ def test_python_api_and_text_output(tmp_path):
     "import bookgen.cli.refine\nfrom bookgen.cli import main",
     "from bookgen.cli.refine import refine_group as main",
     "from bookgen.cli import main",
-    "import bookgen.refine.minimax, bookgen.refine.negascout, bookgen.exporter\nfrom bookgen.cli import main",
+    "import bookgen.refine.minimax, bookgen.refine.negascout, bookgen.bookfiles.exporter\n"
+    "from bookgen.cli import main",
 ])
 def test_commands_register_in_any_import_order(code):
     script = code + "\nimport click\ngroup = main.commands['refine'] if 'refine' in " \

@@ -1,8 +1,9 @@
 """``bookgen import``, ``export``, ``merge``, ``stats`` and ``show``: whole-book operations.
 
-Thin layers over :mod:`bookgen.importer`, :mod:`bookgen.exporter`,
-:mod:`bookgen.merge`, :mod:`bookgen.stats` and :mod:`bookgen.show`, imported
-only when a command runs.
+Thin layers over :mod:`bookgen.bookfiles.importer`,
+:mod:`bookgen.bookfiles.exporter`, :mod:`bookgen.bookfiles.merge`,
+:mod:`bookgen.bookfiles.stats` and :mod:`bookgen.bookfiles.show`, imported only
+when a command runs.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
     position (and --roots) over all legal moves, and records never reached
     are reported.
     """
+    from bookgen.bookfiles.importer import import_books
     from bookgen.diagnostics import Diagnostics
-    from bookgen.importer import import_books
 
     summary = import_books(sources, book, fmt=fmt, strict=strict, roots=roots,
                            max_gap=max_gap, diagnostics=Diagnostics(), wait=wait)
@@ -103,8 +104,8 @@ def export_command(output: str, book: str, fmt: str, temperature: float, values:
     so that engines play the intended move. --values raw leaves out the moves
     refine added and writes exactly what it wrote before the refine.
     """
+    from bookgen.bookfiles.exporter import export_book
     from bookgen.diagnostics import Diagnostics
-    from bookgen.exporter import export_book
 
     result = export_book(output, book, fmt=fmt, values=values, noe=noe,
                          diagnostics=Diagnostics(), temperature=temperature)
@@ -128,7 +129,7 @@ def stats_command(book: str, as_json: bool) -> None:
     The value tables hold, for each position with moves, the value of its
     best move, separately for black (sente) and white (gote) to move.
     """
-    from bookgen.stats import book_stats, format_stats
+    from bookgen.bookfiles.stats import book_stats, format_stats
 
     stats = book_stats(book)
     if as_json:
@@ -149,7 +150,7 @@ def show_command(position: tuple[str, ...], book: str, svg: str | None, as_json:
     POSITION is 'startpos moves 7g7f ...' or 'sfen <sfen> [moves ...]'
     (default: the initial position); quoting is optional.
     """
-    from bookgen.show import format_position, lookup_position
+    from bookgen.bookfiles.show import format_position, lookup_position
 
     info = lookup_position(" ".join(position) or "startpos", book, svg=svg)
     if as_json:
@@ -173,7 +174,7 @@ def merge_command(books: tuple[str, ...], output: str, as_json: bool, wait: bool
     entry with the greatest depth wins, then the one with the greatest count;
     on a full tie the entry already in OUTPUT, then the earlier book, wins.
     """
-    from bookgen.merge import merge_books
+    from bookgen.bookfiles.merge import merge_books
 
     result = merge_books(output, books, wait=wait)
     if as_json:

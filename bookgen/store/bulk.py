@@ -155,7 +155,7 @@ def attach_source(store: Book, source: str | os.PathLike[str], schema: str) -> N
 
 def merge_attached(store: Book, schema: str, run_id: int) -> tuple[int, int, int]:
     """Merge the book attached as ``schema`` into ``store`` in the caller's
-    transaction (see :mod:`bookgen.merge` for the rules; refine minimax's
+    transaction (see :mod:`bookgen.bookfiles.merge` for the rules; refine minimax's
     transposition rows are not copied); returns (positions added, moves added,
     moves updated)."""
     conn = store.conn
