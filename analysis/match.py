@@ -29,7 +29,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -44,11 +43,11 @@ from bookgen.files import write_error
 from bookgen.play.clock import TimeControl
 from bookgen.play.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.progress import progress_bar
-from bookgen.runcontrol import collect_or_abandon
+from bookgen.workers.runcontrol import collect_or_abandon
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
 from bookgen.timestamps import utc_now
-from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
            "play_game", "read_openings", "run_match"]

@@ -9,7 +9,7 @@ by its parent. The main process takes Ctrl-C over in two ways:
   match) turns Ctrl-C into a :class:`RunStop` event that the run checks
   between steps; inside :meth:`RunStop.abortable` (waiting for work in
   flight) it raises :class:`Interrupted` instead, so that the wait ends at
-  once (:func:`bookgen.runcontrol.collect_or_abandon`);
+  once (:func:`bookgen.workers.runcontrol.collect_or_abandon`);
 - :func:`interrupts_held`: a COMMIT is never cut short; a Ctrl-C that comes
   during it is recorded and handed to the caller afterwards.
 

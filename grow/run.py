@@ -29,7 +29,7 @@ from bookgen.grow.strategies import STRATEGIES, WalkLimits, make_strategy
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
-from bookgen.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
+from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.lock import writing

@@ -41,7 +41,6 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterable
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,7 +56,7 @@ from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
 from bookgen.progress import progress_bar
-from bookgen.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
+from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.index import BookIndex
@@ -65,7 +64,7 @@ from bookgen.store.lock import writing
 from bookgen.store.runs import analysed_positions, mark_dead_runs
 from bookgen.timestamps import utc_now
 from bookgen.values import MATE_VALUE
-from bookgen.workers.pool import LocalRunner, PoolRunner
+from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner
 
 __all__ = [
     "SELECTIONS", "AnalysisResult", "EngineSettings", "SearchSummary", "engine_settings",

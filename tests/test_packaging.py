@@ -5,6 +5,7 @@ bookgen.analysis), so that installing bookgen adds no top-level import name but
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -37,18 +38,28 @@ def test_the_stage_folders_map_into_bookgen():
     assert _settings()["package-dir"] == {"bookgen": "bookgen", **{v: k for k, v in STAGES.items()}}
 
 
-def test_the_wheel_holds_only_bookgen(tmp_path):
+def test_the_wheel_holds_exactly_the_checkouts_modules(tmp_path):
+    """The wheel is built from a copy of the checkout's files (a ``build/`` folder left
+    by an older layout would otherwise ship modules that no longer exist) and holds
+    every module of the five folders under bookgen/, and nothing else."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    source = tmp_path / "source"
+    for name in files:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "--quiet", "-w", str(tmp_path), str(ROOT)], check=True)
+                    "--quiet", "-w", str(tmp_path), str(source)], check=True)
     (wheel,) = tmp_path.glob("bookgen-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    tops = {name.split("/")[0] for name in names}
-    assert {top for top in tops if not top.endswith(".dist-info")} == {"bookgen"}
-    for folder, package in STAGES.items():
-        modules = {p.name for p in (ROOT / folder).glob("*.py")}
-        shipped = {n.rsplit("/", 1)[1] for n in names
-                   if n.startswith(package.replace(".", "/") + "/") and n.count("/") == 2}
-        assert modules == shipped, folder
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist()
+               if not n.split("/")[0].endswith(".dist-info")}
+    expected = set()
+    for folder, package in {"bookgen": "bookgen", **STAGES}.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            expected.add("/".join([*package.split("."),
+                                   *path.relative_to(ROOT / folder).parts]))
+    assert shipped == expected
 
 
 def test_installed_bookgen_has_no_generic_top_level_names(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
 from bookgen.signals import fault_point
 from bookgen.store import DEFAULT_BOOK, Book, BulkWriter
+from bookgen.workers.forked import fork_available
 
 
 @dataclass
@@ -56,7 +56,7 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
     """
     if workers is None:
         workers = min(2, os.cpu_count() or 1)
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if not fork_available():
         workers = 1
     if fmt != "auto" and fmt not in FORMATS:
         raise BookgenError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")

@@ -172,7 +172,7 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     Outputs are replaced in one step at the end; Ctrl-C stops at once, keeps
     the finished games and drops those in flight (exit code 130).
     """
-    from bookgen.runcontrol import in_flight
+    from bookgen.workers.runcontrol import in_flight
     from bookgen.selfplay.games import selfplay
 
     evaluator_options: dict[str, Any] = {}

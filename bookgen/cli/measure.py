@@ -323,7 +323,7 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
         click.echo(f"  SPRT for {test.engine} vs {test.opponent}: " + (
             state["verdict_sentence"] if state is not None else "no game between them yet"))
     if summary.interrupted:
-        from bookgen.runcontrol import in_flight
+        from bookgen.workers.runcontrol import in_flight
 
         click.echo(f"  interrupted: {in_flight(summary.dropped, 'game')}")
     exit_if_interrupted(summary.interrupted, "rerun the same command to play the missing games")

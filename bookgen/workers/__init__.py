@@ -8,7 +8,9 @@
   search's index, starts);
 - :mod:`bookgen.workers.isolated`: one child process serving requests, so
   that code that may crash or hang (cshogi's record parsers) costs only the
-  request.
+  request;
+- :mod:`bookgen.workers.runcontrol`: a long run's side of it: waiting for work
+  in flight without making Ctrl-C wait, and counting only what was committed.
 
 Workers ignore Ctrl-C (:func:`bookgen.signals.ignore_interrupts`) and die with
 the main process (:mod:`bookgen.children`).

@@ -20,11 +20,15 @@ import os
 import signal
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any, Generic, Protocol, TypeVar
 
 from bookgen.children import die_with_parent
 from bookgen.signals import ignore_interrupts
+
+__all__ = ["BrokenProcessPool", "LocalRunner", "PoolRunner", "TaskRunner", "WorkerPool"]
+"""``BrokenProcessPool``: what a :class:`PoolRunner` raises when a worker died."""
 
 R = TypeVar("R")
 T = TypeVar("T")
