@@ -41,8 +41,8 @@ import numpy as np
 from scipy import special, stats
 
 from bookgen.analysis.ratings import _aggregate, _components, _group_text, _score_edges
-from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult
 
 __all__ = ["BayesEloPlayer", "BayesEloTable", "display_scale", "fit_bayeselo"]
 

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
-from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult
 
 __all__ = ["RateTest", "ending_labels", "holm", "outcome_table", "test_rate"]
 

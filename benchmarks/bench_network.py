@@ -24,8 +24,12 @@ from pathlib import Path
 
 import cshogi
 
-from bookgen.engines.network.analyser import (OnnxEvaluator, TorchEvaluator, available_cpus,
-                                              default_threads)
+from bookgen.engines.network.analyser import (
+    OnnxEvaluator,
+    TorchEvaluator,
+    available_cpus,
+    default_threads,
+)
 from bookgen.engines.network.features import features
 from bookgen.engines.network.model import export_onnx, init_model, load_model, parameter_count
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import cshogi
 
-from bookgen.graph import BookGraph, Edge, Node
 from bookgen.engines.mcts import C_BASE, C_INIT
+from bookgen.graph import BookGraph, Edge, Node
 from bookgen.position import board_key
 from bookgen.values import EVAL_COEF, cp_to_value
 

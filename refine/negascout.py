@@ -35,8 +35,18 @@ from typing import Any
 import numpy as np
 
 from bookgen.refine.minimax_graph import KIND_TRANSPOSITION, MinimaxGraph
-from bookgen.refine.retrograde import (BLACK, DEPTH_INF, Propagation, Structure, analyse, better,
-                                       combine, deeper, owners, repetition_value)
+from bookgen.refine.retrograde import (
+    BLACK,
+    DEPTH_INF,
+    Propagation,
+    Structure,
+    analyse,
+    better,
+    combine,
+    deeper,
+    owners,
+    repetition_value,
+)
 from bookgen.values import MATE_VALUE
 
 _EXACT, _LOWER, _UPPER = 0, 1, 2

@@ -14,8 +14,19 @@ import pytest
 
 from bookgen.cli import main as cli_main
 from bookgen.store import Book
-from conftest import (PYTHON, ROOT, STARTPOS, book_entries, dump_book, key_of, legal_usis,
-                      random_walk, replies_after, run_cli, write_db2016)
+from conftest import (
+    PYTHON,
+    ROOT,
+    STARTPOS,
+    book_entries,
+    dump_book,
+    key_of,
+    legal_usis,
+    random_walk,
+    replies_after,
+    run_cli,
+    write_db2016,
+)
 
 START_KEY = STARTPOS.rsplit(" ", 1)[0]
 DESCRIBE = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")

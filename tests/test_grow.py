@@ -10,8 +10,8 @@ from pathlib import Path
 import cshogi
 import pytest
 
-from bookgen.grow import grow
 from bookgen.engines.mcts import MoveStats, select_book_moves
+from bookgen.grow import grow
 from conftest import PYTHON, integrity_ok, run_cli
 from processes import Bookgen, stop_all
 

@@ -341,8 +341,8 @@ def test_perpetual_check_books_match_the_reference(tmp_path, seed):
 
 
 def test_random_books_match_the_reference_through_the_api(tmp_path):
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
+    from hypothesis import given, settings, strategies as st
+
     from bookgen.refine.minimax import refine_minimax
 
     counter = iter(range(10**6))

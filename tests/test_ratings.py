@@ -18,10 +18,18 @@ import pytest
 from scipy import optimize, stats
 
 from bookgen.analysis.bayeselo import fit_bayeselo
-from bookgen.analysis.ratings import (PlayerRating, RatingTable, _aggregate, _simulate, draw_probability,
-                              expected_score, fit_ratings, head_to_head)
-from bookgen.store.results import GameResult, ResultsFile
+from bookgen.analysis.ratings import (
+    PlayerRating,
+    RatingTable,
+    _aggregate,
+    _simulate,
+    draw_probability,
+    expected_score,
+    fit_ratings,
+    head_to_head,
+)
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult, ResultsFile
 from conftest import run_cli
 
 BETA = math.log(0.76 / 0.24) / 202

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bookgen.errors import BookgenError
 from bookgen.cli.curriculum import selfplay_command
+from bookgen.errors import BookgenError
 from bookgen.play.rules import Result
 from bookgen.selfplay.games import read_starts, selfplay
 from conftest import PYTHON

@@ -10,10 +10,19 @@ from typing import Any
 
 import click
 
-from bookgen.cli.options import (batch_size_option, book_option, byoyomi_option,
-                                 engine_options_option, engine_timeout_option, json_option,
-                                 movetime_option, nodes_option, output_option, seed_option,
-                                 workers_option)
+from bookgen.cli.options import (
+    batch_size_option,
+    book_option,
+    byoyomi_option,
+    engine_options_option,
+    engine_timeout_option,
+    json_option,
+    movetime_option,
+    nodes_option,
+    output_option,
+    seed_option,
+    workers_option,
+)
 from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
 from bookgen.errors import BookgenError
 

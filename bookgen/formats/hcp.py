@@ -39,8 +39,7 @@ import numpy as np
 
 from bookgen.errors import BookgenError
 from bookgen.formats.move16 import move16_to_usi
-from bookgen.position import (PIECE_LIMITS, InvalidMove, InvalidPosition, check_board,
-                              parse_move)
+from bookgen.position import PIECE_LIMITS, InvalidMove, InvalidPosition, check_board, parse_move
 
 HCP = cshogi.HuffmanCodedPos
 HCPE = cshogi.HuffmanCodedPosAndEval

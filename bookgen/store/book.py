@@ -33,8 +33,14 @@ from bookgen.errors import BookgenError
 from bookgen.files import unwritable_reason
 from bookgen.signals import fault_point, interrupts_held
 from bookgen.store import lock, queries
-from bookgen.store.connection import (UNREADABLE, Connection, StorageError, close_writer,
-                                      connect, connect_readonly)
+from bookgen.store.connection import (
+    UNREADABLE,
+    Connection,
+    StorageError,
+    close_writer,
+    connect,
+    connect_readonly,
+)
 from bookgen.store.own_moves import MoveRows, own_rows_sql
 from bookgen.store.schema import BOOK_TABLES, MIGRATIONS, SCHEMA_VERSION
 from bookgen.timestamps import utc_now

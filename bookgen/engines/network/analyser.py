@@ -26,9 +26,15 @@ from pathlib import Path
 import cshogi
 import numpy as np
 
-from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, INPUT_NAMES,
-                                              MOVE_LABELS, OUTPUT_NAMES, features,
-                                              legal_move_labels)
+from bookgen.engines.network.features import (
+    FEATURES1_NUM,
+    FEATURES2_NUM,
+    INPUT_NAMES,
+    MOVE_LABELS,
+    OUTPUT_NAMES,
+    features,
+    legal_move_labels,
+)
 from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
 from bookgen.errors import BookgenError
 from bookgen.values import EVAL_COEF

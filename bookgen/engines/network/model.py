@@ -38,8 +38,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, INPUT_NAMES,
-                                              MOVE_DIRECTIONS, MOVE_LABELS, OUTPUT_NAMES)
+from bookgen.engines.network.features import (
+    FEATURES1_NUM,
+    FEATURES2_NUM,
+    INPUT_NAMES,
+    MOVE_DIRECTIONS,
+    MOVE_LABELS,
+    OUTPUT_NAMES,
+)
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 
@@ -199,7 +205,7 @@ def _read_payload(path: Path) -> dict[str, Any]:
         raise BookgenError(f"{path}: not a PyTorch model file ({_first_line(error)})") from None
     except OSError as error:
         raise BookgenError(f"{path}: cannot read ({error.strerror or error})") from None
-    except Exception as error:  # torch raises RuntimeError, EOFError, KeyError... on junk
+    except Exception:  # torch raises RuntimeError, EOFError, KeyError... on junk
         with open(path, "rb") as handle:
             zip_header = handle.read(4) == b"PK\x03\x04"
         if zip_header:

@@ -34,9 +34,18 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 
 from bookgen.children import engine_preexec
-from bookgen.engines.usi.protocol import (DEFAULT_MATE_CP_THRESHOLD, UsiOption, UsiSearch,
-                                          decode_output, go_limits, parse_bestmove, parse_info,
-                                          parse_int, parse_option, printable)
+from bookgen.engines.usi.protocol import (
+    DEFAULT_MATE_CP_THRESHOLD,
+    UsiOption,
+    UsiSearch,
+    decode_output,
+    go_limits,
+    parse_bestmove,
+    parse_info,
+    parse_int,
+    parse_option,
+    printable,
+)
 from bookgen.errors import BookgenError
 
 __all__ = [
