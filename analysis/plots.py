@@ -95,7 +95,7 @@ def wdl_plot(names: Sequence[str], wins: Sequence[int], draws: Sequence[int],
              losses: Sequence[int]) -> Figure:
     """Stacked horizontal bars of each player's wins, draws and losses (share of games)."""
     figure, axes = _figure(8.0, _height(len(names)))
-    totals = [max(w + d + l, 1) for w, d, l in zip(wins, draws, losses)]
+    totals = [max(w + d + lost, 1) for w, d, lost in zip(wins, draws, losses)]
     shares = [[100.0 * c / t for c, t in zip(column, totals)] for column in (wins, draws, losses)]
     y = list(range(len(names)))
     left = [0.0] * len(names)

@@ -338,38 +338,37 @@ def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
     limit = _EXHAUSTIVE_BUDGET if budget is None else budget
     draw_of = [draw if black[i] else -draw for i in range(n)]
     calls = 0
+
+    def search(node: int, path: list[int], on_path: dict[int, int]) -> tuple[int, int]:
+        """The best option of ``node`` on the line ``path`` (``on_path``: node -> index)."""
+        nonlocal calls
+        calls += 1
+        if calls > limit:
+            raise BudgetExceeded
+        on_path[node] = len(path)
+        path.append(node)
+        mine = draw_of[node]
+        best: tuple[int, int] | None = None
+        for option in exits[node]:
+            if better(option, best, mine):
+                best = option
+        for child in successors[node]:
+            if child in on_path:
+                outcome = repetition_value(path[on_path[child]:], black, in_check, draw)
+                option = (outcome if black[node] else -outcome, DEPTH_INF)
+            else:
+                child_value, child_depth = search(child, path, on_path)
+                option = (-child_value, deeper(child_depth))
+            if better(option, best, mine):
+                best = option
+        path.pop()
+        del on_path[node]
+        assert best is not None
+        return best
+
     values, depths = [0] * n, [0] * n
     for root in range(n):
-        path: list[int] = []
-        on_path: dict[int, int] = {}
-
-        def search(node: int) -> tuple[int, int]:
-            nonlocal calls
-            calls += 1
-            if calls > limit:
-                raise BudgetExceeded
-            on_path[node] = len(path)
-            path.append(node)
-            mine = draw_of[node]
-            best: tuple[int, int] | None = None
-            for option in exits[node]:
-                if better(option, best, mine):
-                    best = option
-            for child in successors[node]:
-                if child in on_path:
-                    outcome = repetition_value(path[on_path[child]:], black, in_check, draw)
-                    option = (outcome if black[node] else -outcome, DEPTH_INF)
-                else:
-                    child_value, child_depth = search(child)
-                    option = (-child_value, deeper(child_depth))
-                if better(option, best, mine):
-                    best = option
-            path.pop()
-            del on_path[node]
-            assert best is not None
-            return best
-
-        values[root], depths[root] = search(root)
+        values[root], depths[root] = search(root, [], {})
     return values, depths
 
 

@@ -265,13 +265,15 @@ def trusted(book: dict[str, dict]):
     """dlshogi's trusted score of each book move: the minimum stored value of the
     position's moves up to it in count order (count desc, then value desc, then move)."""
     scores = {}
+
+    def stored(moves, move):
+        value = moves[move][0]
+        return 0 if value is None else max(-MATE, min(MATE, value))
+
     for sfen, moves in book.items():
-        def stored(move):
-            value = moves[move][0]
-            return 0 if value is None else max(-MATE, min(MATE, value))
         running = MATE
-        for move in sorted(moves, key=lambda m: (-moves[m][1], -stored(m), m)):
-            running = min(running, stored(move))
+        for move in sorted(moves, key=lambda m: (-moves[m][1], -stored(moves, m), m)):
+            running = min(running, stored(moves, move))
             scores[(sfen, move)] = running
     return lambda sfen, move: scores[(sfen, move)]
 
@@ -841,7 +843,8 @@ def test_python_api_and_text_output(tmp_path):
     "import bookgen.cli.refine\nfrom bookgen.cli import main",
     "from bookgen.cli.refine import refine_group as main",
     "from bookgen.cli import main",
-    "import bookgen.refine.minimax, bookgen.refine.negascout, bookgen.exporter\nfrom bookgen.cli import main",
+    "import bookgen.refine.minimax, bookgen.refine.negascout, bookgen.exporter\n"
+    "from bookgen.cli import main",
 ])
 def test_commands_register_in_any_import_order(code):
     script = code + "\nimport click\ngroup = main.commands['refine'] if 'refine' in " \

@@ -55,7 +55,8 @@ def test_installed_bookgen_has_no_generic_top_level_names(tmp_path):
     stages import as bookgen.*."""
     code = ("import importlib.util, bookgen.refine.minimax, bookgen.selfplay.starts, "
             "bookgen.analysis.match\n"
-            "print([importlib.util.find_spec(n) is None for n in ('refine', 'selfplay', 'analysis')])")
+            "print([importlib.util.find_spec(n) is None "
+            "for n in ('refine', 'selfplay', 'analysis')])")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "[True, True, True]"

@@ -31,7 +31,8 @@ def small_book(tmp_path: Path, name: str = "book.sqlite") -> Path:
     board = cshogi.Board()
     blocks = []
     for usi in ("7g7f", "3c3d", "2g2f"):
-        blocks.append((board.sfen(), [(usi, None, 10, 5, 2), (legal_usis(board)[-1], None, -3, 1, 1)]))
+        blocks.append((board.sfen(),
+                       [(usi, None, 10, 5, 2), (legal_usis(board)[-1], None, -3, 1, 1)]))
         board.push_usi(usi)
     write_db2016(tmp_path / "small.db", blocks)
     book = tmp_path / name
