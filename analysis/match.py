@@ -27,8 +27,8 @@ import hashlib
 import random
 import re
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -503,7 +503,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
           csa_path: Path | None, stop_when: Callable[[list[GameResult]], str | None] | None,
           progress: bool) -> str:
     """Play ``todo``; return the match status."""
-    points: Counter[str] = Counter()
+    points: defaultdict[str, float] = defaultdict(float)  # a Counter holds ints
     played: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     colours: Counter[str] = Counter()
@@ -576,7 +576,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
     return status
 
 
-def _score_line(points: Counter[str], played: Counter[str]) -> str:
+def _score_line(points: Mapping[str, float], played: Counter[str]) -> str:
     return ", ".join(f"{name} {points[name]:g}/{played[name]}" for name in sorted(played))
 
 

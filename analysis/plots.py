@@ -20,6 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
@@ -38,7 +39,7 @@ def _figure(width: float, height: float) -> tuple[Figure, Axes]:
     return figure, figure.add_subplot()
 
 
-def png(figure: Figure) -> Figure:
+def png(figure: Figure) -> bytes:
     """``figure`` as PNG bytes (the figure is cleared afterwards)."""
     buffer = io.BytesIO()
     with warnings.catch_warnings():
@@ -49,9 +50,9 @@ def png(figure: Figure) -> Figure:
     return buffer.getvalue()
 
 
-def _counts(axis: object) -> None:
+def _counts(axis: Axis) -> None:
     """Whole-number ticks on an axis of counts."""
-    axis.set_major_locator(MaxNLocator(integer=True))  # type: ignore[attr-defined]
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _legend_above(figure: Figure, axes: Axes, columns: int | None = None) -> None:

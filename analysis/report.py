@@ -395,8 +395,8 @@ def _pairwise_section(report: Report) -> Section:
     for a in names:
         row = [a]
         for b in names:
-            result = report.pairwise.get((a, b))
-            row.append("—" if a == b else "no games" if result is None else _elo_cell(result))
+            pair = report.pairwise.get((a, b))
+            row.append("—" if a == b else "no games" if pair is None else _elo_cell(pair))
         rows.append(row)
     section.blocks.append(Table(["", *names], rows, id="pairwise-matrix",
                                 numeric=[False] + [True] * len(names)))

@@ -407,9 +407,10 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     # starts), then an engine that cannot start is an error before the book is
     # touched.
     with writing(path, wait=wait):
-        analyser: Analyser | None = start_analyser(settings)
+        analyser: Analyser | None  # None once handed over to the backend
+        analyser = start_analyser(settings)
         try:
-            store: Book | None = Book(path, create=False, wait=wait)
+            store = Book(path, create=False, wait=wait)
         except BaseException:
             analyser.close()
             raise

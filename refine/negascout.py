@@ -224,7 +224,7 @@ def negascout(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_white
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 4 * int(structure.sizes.max(initial=1)) + 10_000))
     try:
-        passes = []
+        passes: list[tuple[int | None, np.ndarray, np.ndarray]] = []
         for colour, draw in owners(draw_value_black, draw_value_white):
             value, depth = _solve_game(graph, structure, order, trusted, draw, budget,
                                        counts if not passes else dict.fromkeys(counts, 0))

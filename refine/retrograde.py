@@ -308,7 +308,9 @@ def solve_by_levels(black: Sequence[bool], exits: Sequence[tuple[int, int, int]]
                 if value[node] is None:
                     value[node], depth[node] = draw, DEPTH_INF
             unsolved = 0
-    return [int(v) for v in value], depth, levels  # type: ignore[arg-type]
+    solved = [int(v) for v in value if v is not None]
+    assert len(solved) == n  # every node has its value now
+    return solved, depth, levels
 
 
 def repetition_value(cycle: Sequence[int], black: Sequence[bool], in_check: Sequence[bool],
@@ -496,7 +498,7 @@ def retrograde(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_whit
     structure = structure or analyse(graph)
     counts = {"value_levels": 0, "checking_components_searched": 0,
               "checking_components_approximated": 0}
-    passes = []
+    passes: list[tuple[int | None, np.ndarray, np.ndarray]] = []
     for colour, draw in owners(draw_value_black, draw_value_white):
         # Counters describe the first game; a second one repeats the same work.
         value, depth = _solve_pass(graph, structure, draw, counts if not passes else
