@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BOOKGEN := $(VENV)/bin/bookgen
 STAMP := $(VENV)/.installed
 
-.PHONY: demo sample test engines bench clean golden golden-write
+.PHONY: demo sample test lint engines bench clean golden golden-write
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,8 +53,15 @@ sample: $(STAMP)
 	$(BOOKGEN) import data/sample.db -b demo/sample.sqlite
 	$(BOOKGEN) stats -b demo/sample.sqlite
 
-test: $(STAMP) engines
+test: $(STAMP) lint engines
 	$(PY) -m pytest -n 2 -q
+
+# Lint and types, before the tests (CI fails on any finding): ruff on the whole tree
+# (pyproject.toml [tool.ruff]), mypy on the library as installed, with refine/, selfplay/
+# and analysis/ inside bookgen ([tool.mypy]; .ci/typecheck.py says why it needs a helper).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) .ci/typecheck.py
 
 # Identical outputs (tests/golden/README.md): the tree against tests/golden/manifest.json,
 # fairy-stockfish's part (G14) included; golden-write rewrites the manifest.
@@ -71,4 +78,4 @@ bench: $(STAMP) engines
 	$(PY) benchmarks/bench_ratings.py
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache .hypothesis .golden
+	rm -rf $(VENV) demo .pytest_cache .hypothesis .golden .ruff_cache .mypy_cache build/typecheck

@@ -13,6 +13,6 @@
   (``bookgen sprt``, ``match --sprt``);
 - :mod:`bookgen.analysis.outcomes`: ``bookgen outcomes``, contingency tests of how
   games end;
-- :mod:`bookgen.analysis.report`, :mod:`bookgen.analysis.report_book`, :mod:`bookgen.analysis.plots`,
-  :mod:`bookgen.analysis.document`: ``bookgen report``.
+- :mod:`bookgen.analysis.report`, :mod:`bookgen.analysis.report_book`,
+  :mod:`bookgen.analysis.plots`, :mod:`bookgen.analysis.document`: ``bookgen report``.
 """

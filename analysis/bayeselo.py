@@ -41,8 +41,8 @@ import numpy as np
 from scipy import special, stats
 
 from bookgen.analysis.ratings import _aggregate, _components, _group_text, _score_edges
-from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult
 
 __all__ = ["BayesEloPlayer", "BayesEloTable", "display_scale", "fit_bayeselo"]
 
@@ -137,7 +137,7 @@ class BayesEloTable:
         return "\n".join(lines) + "\n"
 
 
-def _loglik_terms(x: np.ndarray, delta: float, w: np.ndarray, d: np.ndarray, l: np.ndarray
+def _loglik_terms(x: np.ndarray, delta: float, w: np.ndarray, d: np.ndarray, lost: np.ndarray
                   ) -> float:
     """Log-likelihood of the counts for ``x = k (d + adv)`` and ``delta = k drawElo``.
 
@@ -145,7 +145,7 @@ def _loglik_terms(x: np.ndarray, delta: float, w: np.ndarray, d: np.ndarray, l: 
     log P(draw) = log(2 sinh delta) + x - softplus(x - delta) - softplus(x + delta).
     """
     minus, plus = np.logaddexp(0.0, x - delta), np.logaddexp(0.0, x + delta)
-    value = (w * (x - delta) - (w + d) * minus - (l + d) * plus + d * x).sum()
+    value = (w * (x - delta) - (w + d) * minus - (lost + d) * plus + d * x).sum()
     draws = d.sum()
     if draws > 0:
         value += draws * math.log(2.0 * math.sinh(delta))
@@ -205,9 +205,9 @@ def fit_bayeselo(games: Sequence[GameResult], *, advantage: float | None = DEFAU
     virtual = share + share.T
     draws_with_prior = draws + virtual
     first, second = np.nonzero(between > 0)
-    w, d, l = wins[first, second], draws_with_prior[first, second], losses[first, second]
+    w, d, lost = wins[first, second], draws_with_prior[first, second], losses[first, second]
 
-    u, a, delta = _maximise(count, first, second, w, d, l,
+    u, a, delta = _maximise(count, first, second, w, d, lost,
                             a=None if advantage is None else _K * advantage,
                             delta=None if draw_elo is None else _K * draw_elo)
     adv_value = a / _K
@@ -217,7 +217,7 @@ def fit_bayeselo(games: Sequence[GameResult], *, advantage: float | None = DEFAU
     # Negative Hessian in the ratings, covariance of the centred ratings.
     x = u[first] - u[second] + a
     sm, sp = special.expit(x - delta), special.expit(x + delta)
-    weight = (w + d) * sm * (1 - sm) + (l + d) * sp * (1 - sp)
+    weight = (w + d) * sm * (1 - sm) + (lost + d) * sp * (1 - sp)
     h = np.zeros((count, count))
     np.add.at(h, (first, second), weight)
     symmetric = h + h.T
@@ -264,7 +264,7 @@ def fit_bayeselo(games: Sequence[GameResult], *, advantage: float | None = DEFAU
 
 
 def _maximise(count: int, first: np.ndarray, second: np.ndarray, w: np.ndarray, d: np.ndarray,
-              l: np.ndarray, *, a: float | None, delta: float | None,  # noqa: E741
+              lost: np.ndarray, *, a: float | None, delta: float | None,
               max_iter: int = 200) -> tuple[np.ndarray, float, float]:
     """Newton's method on the log-likelihood; u in natural-log units (k * Elo),
     the last player held at 0. ``a``/``delta`` of None are fitted."""
@@ -289,21 +289,21 @@ def _maximise(count: int, first: np.ndarray, second: np.ndarray, w: np.ndarray, 
         result = -symmetric
         result[diagonal, diagonal] += symmetric.sum(axis=1)
         return result[:free, :free]
-    total = float((w + d + l).sum())
+    total = float((w + d + lost).sum())
 
     def loglik(u: np.ndarray, a_value: float, delta_value: float) -> float:
         if delta_value <= 0:
             return -math.inf
-        return _loglik_terms(u[first] - u[second] + a_value, delta_value, w, d, l)
+        return _loglik_terms(u[first] - u[second] + a_value, delta_value, w, d, lost)
 
     current = loglik(u, a_value, delta_value)
     for _ in range(max_iter):
         x = u[first] - u[second] + a_value
         sm, sp = special.expit(x - delta_value), special.expit(x + delta_value)
-        gx = (w + d) * (1 - sm) - (l + d) * sp
-        hxx = (w + d) * sm * (1 - sm) + (l + d) * sp * (1 - sp)
+        gx = (w + d) * (1 - sm) - (lost + d) * sp
+        hxx = (w + d) * sm * (1 - sm) + (lost + d) * sp * (1 - sp)
         # minus the mixed second derivative in x and delta
-        hxd = -(w + d) * sm * (1 - sm) + (l + d) * sp * (1 - sp)
+        hxd = -(w + d) * sm * (1 - sm) + (lost + d) * sp * (1 - sp)
         gradient = np.zeros(size)
         jacobian = np.zeros((size, size))  # minus the Hessian
         gradient[:free] = by_player(gx)
@@ -316,7 +316,7 @@ def _maximise(count: int, first: np.ndarray, second: np.ndarray, w: np.ndarray, 
             column += 1
         if fit_delta:
             gradient[column] = (-w + d / math.tanh(delta_value)
-                                + (w + d) * sm - (l + d) * sp).sum()
+                                + (w + d) * sm - (lost + d) * sp).sum()
             jacobian[:free, column] = jacobian[column, :free] = by_player(hxd)
             jacobian[column, column] = (d / math.sinh(delta_value) ** 2).sum() + hxx.sum()
             if fit_a:

@@ -27,8 +27,8 @@ import hashlib
 import random
 import re
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,11 +43,11 @@ from bookgen.files import write_error
 from bookgen.play.clock import TimeControl
 from bookgen.play.rules import DECLARATION_RULES, GameState, Reason, Result
 from bookgen.progress import progress_bar
-from bookgen.workers.runcontrol import collect_or_abandon
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
 from bookgen.timestamps import utc_now
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.runcontrol import collect_or_abandon
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
            "play_game", "read_openings", "run_match"]
@@ -502,7 +502,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
           csa_path: Path | None, stop_when: Callable[[list[GameResult]], str | None] | None,
           progress: bool) -> str:
     """Play ``todo``; return the match status."""
-    points: Counter[str] = Counter()
+    points: defaultdict[str, float] = defaultdict(float)  # a Counter holds ints
     played: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     colours: Counter[str] = Counter()
@@ -575,7 +575,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
     return status
 
 
-def _score_line(points: Counter[str], played: Counter[str]) -> str:
+def _score_line(points: Mapping[str, float], played: Counter[str]) -> str:
     return ", ".join(f"{name} {points[name]:g}/{played[name]}" for name in sorted(played))
 
 

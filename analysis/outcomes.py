@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
-from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult
 
 __all__ = ["RateTest", "ending_labels", "holm", "outcome_table", "test_rate"]
 
@@ -267,4 +267,6 @@ def test_rate(games: Sequence[GameResult], ending: str, *, naive: bool = False,
                     naive_result)
 
 
-test_rate.__test__ = False  # type: ignore[attr-defined]  # not a pytest test despite its name
+# Not a pytest test despite its name. mypy does not model attributes set on functions (and
+# ruff's B010 objects to setattr with a constant name).
+test_rate.__test__ = False  # type: ignore[attr-defined]

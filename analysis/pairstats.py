@@ -34,8 +34,8 @@ from typing import Any
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult
 
 __all__ = ["EloEstimate", "PairCounts", "SprtResult", "count_games", "elo_pentanomial",
            "elo_trinomial", "los_cutechess", "sprt", "sprt_llr", "verdict_sentence"]

@@ -65,8 +65,12 @@ class PlayerFailure(Exception):
 
 class Player(Protocol):
     spec: PlayerSpec
-    engine_name: str | None
-    engine_author: str | None
+
+    @property
+    def engine_name(self) -> str | None: ...
+
+    @property
+    def engine_author(self) -> str | None: ...
 
     def new_game(self) -> None: ...
 
@@ -193,6 +197,7 @@ class UsiPlayer:
         from bookgen.engines.usi.client import EngineCrashed, EngineTimeout, UsiError
 
         limits = self._limits(game, clocks, control)
+        timeout: float | None
         if control.clocked:
             timeout = max(0.05, control.allowed_ms(clocks[game.turn]) / 1000)
         else:

@@ -20,6 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
@@ -38,7 +39,7 @@ def _figure(width: float, height: float) -> tuple[Figure, Axes]:
     return figure, figure.add_subplot()
 
 
-def png(figure: Figure) -> Figure:
+def png(figure: Figure) -> bytes:
     """``figure`` as PNG bytes (the figure is cleared afterwards)."""
     buffer = io.BytesIO()
     with warnings.catch_warnings():
@@ -49,9 +50,9 @@ def png(figure: Figure) -> Figure:
     return buffer.getvalue()
 
 
-def _counts(axis: object) -> None:
+def _counts(axis: Axis) -> None:
     """Whole-number ticks on an axis of counts."""
-    axis.set_major_locator(MaxNLocator(integer=True))  # type: ignore[attr-defined]
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _legend_above(figure: Figure, axes: Axes, columns: int | None = None) -> None:
@@ -95,7 +96,7 @@ def wdl_plot(names: Sequence[str], wins: Sequence[int], draws: Sequence[int],
              losses: Sequence[int]) -> Figure:
     """Stacked horizontal bars of each player's wins, draws and losses (share of games)."""
     figure, axes = _figure(8.0, _height(len(names)))
-    totals = [max(w + d + l, 1) for w, d, l in zip(wins, draws, losses)]
+    totals = [max(w + d + lost, 1) for w, d, lost in zip(wins, draws, losses)]
     shares = [[100.0 * c / t for c, t in zip(column, totals)] for column in (wins, draws, losses)]
     y = list(range(len(names)))
     left = [0.0] * len(names)

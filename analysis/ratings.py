@@ -61,8 +61,8 @@ from scipy import optimize, special, stats
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from bookgen.store.results import GameResult
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult
 
 __all__ = ["DEFAULT_SCALE", "PlayerRating", "RatingTable", "draw_probability",
            "expected_score", "fit_ratings", "head_to_head"]

@@ -448,10 +448,11 @@ def make_suite_from_records(
                 if len(game.moves) < min_moves:
                     left_out = "too_short"
                 elif min_rating is not None:
-                    if None in game.ratings:
+                    black_rating, white_rating = game.ratings
+                    if black_rating is None or white_rating is None:
                         if not allow_unrated:
                             left_out = "unrated"
-                    elif min(game.ratings) < min_rating:  # type: ignore[type-var]
+                    elif min(black_rating, white_rating) < min_rating:
                         left_out = "below_min_rating"
                 usable = left_out is None
                 try:

@@ -38,24 +38,41 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import pandas as pd
 
+from bookgen import __version__
 from bookgen.analysis import plots
-from bookgen.analysis.document import (Block, Bullets, Heading, Image, Paragraph, Section, Table,
-                               markdown_escape, plural, render_html_page,
-                               render_markdown_page)
+from bookgen.analysis.document import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Paragraph,
+    Section,
+    Table,
+    plural,
+    render_html_page,
+    render_markdown_page,
+)
 from bookgen.analysis.outcomes import PAIRED_NOTE, RateTest, outcome_table, test_rate
-from bookgen.analysis.pairstats import (EloEstimate, PairCounts, SprtResult, count_games,
-                                elo_pentanomial, elo_trinomial, sprt, verdict_sentence)
+from bookgen.analysis.pairstats import (
+    EloEstimate,
+    PairCounts,
+    SprtResult,
+    count_games,
+    elo_pentanomial,
+    elo_trinomial,
+    sprt,
+    verdict_sentence,
+)
 from bookgen.analysis.ratings import RatingTable, _round_half_up, fit_ratings
 from bookgen.analysis.report_book import BookSummary, book_section, read_book
 from bookgen.analysis.results import load_games
-from bookgen import __version__
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_write, check_output
 from bookgen.store.results import GameResult, recorded_sprts
@@ -230,7 +247,7 @@ def build_report(results: Sequence[str | Path], *, book: str | Path | None = Non
 
     per_file = Counter(g.source for g in games)
     sources = [(p, per_file.get(p, 0)) for p in dict.fromkeys(paths)]
-    stamp = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     report = Report(title=title or DEFAULT_TITLE, generated_at=stamp, sources=sources,
                     games=len(games), players=players, ratings=ratings, pairwise=pairwise,
                     sprts=sprts, outcomes=outcomes, rate_tests=rate_tests, book=book_summary,
@@ -378,8 +395,8 @@ def _pairwise_section(report: Report) -> Section:
     for a in names:
         row = [a]
         for b in names:
-            result = report.pairwise.get((a, b))
-            row.append("—" if a == b else "no games" if result is None else _elo_cell(result))
+            pair = report.pairwise.get((a, b))
+            row.append("—" if a == b else "no games" if pair is None else _elo_cell(pair))
         rows.append(row)
     section.blocks.append(Table(["", *names], rows, id="pairwise-matrix",
                                 numeric=[False] + [True] * len(names)))

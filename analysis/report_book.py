@@ -161,10 +161,10 @@ def book_section(book: BookSummary) -> Section:
         entry[m["kind"]] += int(m["count"])
     rows = []
     labels = []
-    for (run, iteration), entry in grouped.items():
-        labels.append(str(run) if iteration == 0 else f"{run}/{iteration}")
+    for (run_id, iteration), entry in grouped.items():
+        labels.append(str(run_id) if iteration == 0 else f"{run_id}/{iteration}")
         total = sum(entry[k] for k in kinds)
-        rows.append([str(run), str(iteration), str(entry["started_at"] or "-"),
+        rows.append([str(run_id), str(iteration), str(entry["started_at"] or "-"),
                      *(str(entry[k]) for k in kinds), str(total)])
     section.blocks.append(Table(["run", "iteration", "started", *kinds, "total"], rows,
                                 id="book-mistakes",

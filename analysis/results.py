@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bookgen.errors import BookgenError
-from bookgen.store.results import (RESULT_BLACK, RESULT_DRAW, RESULT_WHITE, GameResult,
-                                   read_results_file)
+from bookgen.store.results import (
+    RESULT_BLACK,
+    RESULT_DRAW,
+    RESULT_WHITE,
+    GameResult,
+    read_results_file,
+)
 
 __all__ = ["load_games", "read_pgn", "write_pgn_game"]
 
@@ -149,7 +154,7 @@ def write_pgn_game(handle: Any, *, event: str, round_label: str, black: str, whi
     the colour-swapped pair the game belongs to in a ``Pair`` tag.
     """
     tags = [("Event", event), ("Site", "bookgen"),
-            ("Date", date or datetime.now(timezone.utc).strftime("%Y.%m.%d")),
+            ("Date", date or datetime.now(UTC).strftime("%Y.%m.%d")),
             ("Round", round_label), ("White", black), ("Black", white),
             ("Result", _PGN_RESULTS[result]), ("SFEN", start_sfen),
             ("Termination", reason), ("PlyCount", str(len(moves)))]

@@ -57,7 +57,8 @@ def bench_evaluate(name: str, ev: BuiltinEvaluator, boards: list[cshogi.Board]) 
     total = sum(times)
     times.sort()
     print(f"evaluate depth={ev.depth} {name:14s} {len(boards) / total:8.0f} evals/s   "
-          f"mean {1000 * total / len(boards):6.2f} ms  median {1000 * statistics.median(times):5.2f}"
+          f"mean {1000 * total / len(boards):6.2f} ms  "
+          f"median {1000 * statistics.median(times):5.2f}"
           f"  p90 {1000 * times[int(0.9 * len(times))]:6.2f}  max {1000 * times[-1]:7.2f} ms"
           f"   {nodes / total:8.0f} nodes/s")
 
@@ -72,14 +73,16 @@ def bench_best_move(name: str, ev: BuiltinEvaluator, boards: list[cshogi.Board])
     total = sum(times)
     times.sort()
     print(f"best_move depth={ev.play_depth} nodes<={ev.play_nodes} {name:14s} "
-          f"mean {1000 * total / len(boards):6.1f} ms  median {1000 * statistics.median(times):6.1f}"
+          f"mean {1000 * total / len(boards):6.1f} ms  "
+          f"median {1000 * statistics.median(times):6.1f}"
           f"  max {1000 * times[-1]:7.1f} ms   {nodes / total:8.0f} nodes/s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=50, help="positions per set")
-    parser.add_argument("--depth", type=int, default=None, help="evaluate depth (default: the default)")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="evaluate depth (default: the default)")
     args = parser.parse_args()
     ev = BuiltinEvaluator() if args.depth is None else BuiltinEvaluator(depth=args.depth)
     sets = {

@@ -13,7 +13,6 @@ resident memory of that process.
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import time
@@ -24,7 +23,6 @@ OUT = HERE / "out"
 sys.path.insert(0, str(HERE))
 
 from generate_book import generate  # noqa: E402
-
 
 _WRAPPER = """
 import resource, sys

@@ -9,8 +9,8 @@ time spent outside the evaluator (single worker: everything that is not
     python benchmarks/bench_grow.py [--positions 400] [--engine-positions 80]
                                     [--playouts 100] [--nodes 20000]
 
-A count of 0 skips that evaluator. With 2 workers the time outside the evaluator includes starting the worker
-processes (spawned, each loading its own evaluator).
+A count of 0 skips that evaluator. With 2 workers the time outside the evaluator
+includes starting the worker processes (spawned, each loading its own evaluator).
 """
 
 from __future__ import annotations

@@ -20,12 +20,17 @@ import random
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import cshogi
 
-from bookgen.engines.network.analyser import (OnnxEvaluator, TorchEvaluator, available_cpus,
-                                              default_threads)
+from bookgen.engines.network.analyser import (
+    OnnxEvaluator,
+    TorchEvaluator,
+    available_cpus,
+    default_threads,
+)
 from bookgen.engines.network.features import features
 from bookgen.engines.network.model import export_onnx, init_model, load_model, parameter_count
 
@@ -89,10 +94,10 @@ def main() -> None:
             for batch in batches:
                 with make(path, batch_size=batch, threads=args.threads) as evaluator:
                     f1, f2 = features(boards[:batch])
-                    network = rate(lambda: evaluator._run(f1, f2), batch,
+                    network = rate(partial(evaluator._run, f1, f2), batch,
                                    args.seconds, args.repeats)
                     chunk = boards[:batch]
-                    full = rate(lambda: evaluator.evaluate(chunk), batch,
+                    full = rate(partial(evaluator.evaluate, chunk), batch,
                                 args.seconds, args.repeats)
                 threads = args.threads or default_threads(batch)
                 print(f"{name:<8}{batch:>6}{threads:>8}{network:>16,.0f}{full:>17,.0f}")

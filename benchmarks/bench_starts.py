@@ -66,9 +66,8 @@ def main() -> None:
     if book is None:
         book = OUT / f"book{args.size}.sqlite"
         if not book.exists():
-            from generate_book import generate
-
             from bookgen.bookfiles.importer import import_books
+            from generate_book import generate
 
             source = OUT / f"book{args.size}.db"
             if not source.exists():

@@ -80,11 +80,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from bookcheck import (analysis_mismatches, expansion_mismatches, inconsistencies,  # noqa: E402
-                       repeated_analyses)
+from bookcheck import (  # noqa: E402
+    analysis_mismatches,
+    expansion_mismatches,
+    inconsistencies,
+    repeated_analyses,
+)
 from conftest import PYTHON, ROOT, integrity_ok  # noqa: E402
-from processes import (Proc, alive, descendants, fake_engine,  # noqa: E402
-                       interrupted_before_bookgen)
+from processes import (  # noqa: E402
+    Proc,
+    alive,
+    descendants,
+    fake_engine,
+    interrupted_before_bookgen,
+)
 
 FAIRY = "/usr/games/fairy-stockfish"
 SAMPLE = ROOT / "data" / "sample.db"

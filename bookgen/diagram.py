@@ -285,8 +285,11 @@ def board_svg(board: cshogi.Board, last_move: str | int | None = None,
         move = board.move_from_usi(arrow.move)
         if not move or not board.is_legal(move):
             raise ValueError(f"arrow {arrow.move}: not a legal move in this position")
-        start = (_centre(hands[(board.turn, drop)]) if origin is None
-                 else _centre(layout.square(origin)))
+        if origin is None:
+            assert drop is not None  # parse_usi_squares: a drop names its piece
+            start = _centre(hands[(board.turn, drop)])
+        else:
+            start = _centre(layout.square(origin))
         w.parts.append(_arrow(start, _centre(layout.square(target)), c, arrow.weight))
 
     defs = "".join(f'<path id="{gid}" d="{GLYPHS[char]}"/>' for char, gid in w.used.items())

@@ -122,8 +122,7 @@ class GrowGraph:
                 continue
             board.set_sfen(f"{node.sfen} 1")
             for edge in unknown:
-                self.child_of(node, edge, board)
-                child = self.nodes.get(edge.child)  # type: ignore[arg-type]
+                child = self.nodes.get(self.child_of(node, edge, board))
                 if child is not None and child.id is not None and node.id is not None:
                     links.append((child.id, node.id, edge.move))
                     self._count_update(edge)
@@ -284,7 +283,9 @@ class GrowGraph:
             "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) VALUES (?, ?, ?, ?, ?)",
             (sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id))
         self.written.positions_added += 1
-        return int(cursor.lastrowid)
+        position_id = cursor.lastrowid
+        assert position_id is not None  # set by the INSERT
+        return position_id
 
 
 def _through(child: Node) -> tuple[int, int, str | None]:

@@ -21,7 +21,7 @@ import cshogi
 
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.mcts import Mcts, MctsSettings
-from bookgen.engines.protocols import Evaluation, Evaluator
+from bookgen.engines.protocols import Evaluation, Evaluator, EvaluatorBase
 from bookgen.grow.book_moves import BookMoveChoice, choices_from_lines, select_book_moves
 from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
 from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
@@ -48,7 +48,7 @@ class ExpansionResult:
     seconds: float
 
 
-class _TimedEvaluator:
+class _TimedEvaluator(EvaluatorBase):
     """Counts the time spent inside the evaluator (the rest is our overhead)."""
 
     def __init__(self, inner: Evaluator) -> None:
@@ -78,7 +78,7 @@ def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
         choices = choices_from_lines(root, settings.cutoff, settings.coef)
         visits = root.nodes
     else:
-        search = Mcts(timed, settings.search).search(board, root)  # type: ignore[arg-type]
+        search = Mcts(timed, settings.search).search(board, root)
         choices = select_book_moves(search.moves, settings.visit_threshold, settings.cutoff,
                                     settings.coef, settings.min_visits)
         visits = search.playouts

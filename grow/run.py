@@ -29,11 +29,11 @@ from bookgen.grow.strategies import STRATEGIES, WalkLimits, make_strategy
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
-from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.lock import writing
 from bookgen.store.runs import mark_dead_runs
+from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
 
 
 @dataclass
@@ -92,9 +92,9 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
                         ("--batch-size", batch_size)):
         if value < 1:
             raise BookgenError(f"{name} must be at least 1")
-    for name, value in (("--draw-value-black", draw_value_black),
-                        ("--draw-value-white", draw_value_white)):
-        if not 0.0 <= value <= 1.0:
+    for name, probability in (("--draw-value-black", draw_value_black),
+                              ("--draw-value-white", draw_value_white)):
+        if not 0.0 <= probability <= 1.0:
             raise BookgenError(f"{name} is a win probability between 0 and 1")
     options = dict(evaluator_options or {})
     if workers > 1 and evaluator.startswith(("torch:", "onnx:")):

@@ -72,8 +72,9 @@ class DlshogiStrategy(Strategy):
 
     name = "dlshogi"
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkLimits,
+                 rng: random.Random) -> None:
+        super().__init__(graph, roots, limits, rng)
         self.trial = 0
 
     def own_color(self) -> int:
@@ -122,8 +123,9 @@ class BookMctsStrategy(Strategy):
 
     name = "book-mcts"
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkLimits,
+                 rng: random.Random) -> None:
+        super().__init__(graph, roots, limits, rng)
         self.edge_visits: dict[tuple[str, str], int] = {}
         self.node_visits: dict[str, int] = {}
 

@@ -56,7 +56,6 @@ from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
 from bookgen.progress import progress_bar
-from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.index import BookIndex
@@ -65,6 +64,7 @@ from bookgen.store.runs import analysed_positions, mark_dead_runs
 from bookgen.timestamps import utc_now
 from bookgen.values import MATE_VALUE
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner
+from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
 
 __all__ = [
     "SELECTIONS", "AnalysisResult", "EngineSettings", "SearchSummary", "engine_settings",
@@ -406,9 +406,10 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     # starts), then an engine that cannot start is an error before the book is
     # touched.
     with writing(path, wait=wait):
-        analyser: Analyser | None = start_analyser(settings)
+        analyser: Analyser | None  # None once handed over to the backend
+        analyser = start_analyser(settings)
         try:
-            store: Book | None = Book(path, create=False, wait=wait)
+            store = Book(path, create=False, wait=wait)
         except BaseException:
             analyser.close()
             raise

@@ -34,10 +34,13 @@ from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book
 __all__ = ["METHODS", "peak_memory_mb", "refine_minimax", "write_results"]
 
 METHODS = ("retrograde", "negascout")
+# None (SQL NULL) where np.where takes an array: what numpy makes of None itself, which its
+# type stubs do not accept as an array.
+_NONE = np.array(None, dtype=object)
 
 
 def _depth_or_none(depths: np.ndarray) -> list[int | None]:
-    return np.where(depths >= DEPTH_INF, None, depths).tolist()  # type: ignore[call-overload]
+    return np.where(depths >= DEPTH_INF, _NONE, depths).tolist()
 
 
 def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id: int
@@ -58,8 +61,8 @@ def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id:
                          graph.stale_transpositions)
     source_ids = position_ids[graph.source]
     moves = np.char.decode(graph.move, "ascii")
-    depths = np.where(result.option_depth >= DEPTH_INF, None, result.option_depth)
-    links = np.where(link, child, None)
+    depths = np.where(result.option_depth >= DEPTH_INF, _NONE, result.option_depth)
+    links = np.where(link, child, _NONE)
     # Only rows whose values (or link) change are written, and counted as updated.
     before = conn.total_changes
     conn.executemany(

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cshogi
 import numpy as np
+from numpy.typing import DTypeLike
 
 from bookgen.store import Book, queries
 from bookgen.values import MATE_VALUE
@@ -140,7 +141,7 @@ def _start_children(count: int, workers: int) -> Callable[..., tuple[np.ndarray,
     the sfens and the zobrist index without copying) while this one goes on."""
     spans = [(start, min(start + _CHUNK, count)) for start in range(0, count, _CHUNK)]
 
-    def concatenate(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    def concatenate(parts: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
         if not parts:
             empty = np.zeros(0, dtype=np.int32)
             return empty, empty, np.zeros(0, dtype=f"S{_USI_WIDTH}"), np.zeros(0, dtype=bool)
@@ -169,7 +170,7 @@ def _read_moves(book: Book, position_ids: np.ndarray) -> dict[str, np.ndarray]:
     """The moves table as arrays (read in chunks to keep memory low)."""
     cursor = queries.minimax_graph_moves(book.conn, MATE_VALUE)
     names = ("source", "move", "value", "count", "linked", "earlier")
-    types = (np.int64, f"S{_USI_WIDTH}", np.int32, np.int64, bool, bool)
+    types: tuple[DTypeLike, ...] = (np.int64, f"S{_USI_WIDTH}", np.int32, np.int64, bool, bool)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     while True:
         rows = cursor.fetchmany(200_000)
@@ -216,7 +217,7 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
         wait = _start_children(count, workers if workers is not None
                                else min(2, os.cpu_count() or 1))
         try:
-            rows = _read_moves(book, position_ids)
+            move_rows = _read_moves(book, position_ids)
         except BaseException:
             wait(cancel=True)
             raise
@@ -231,8 +232,8 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     order = np.argsort(hit_keys, kind="stable")
     hit_keys, hit_source, hit_target, hit_move = (
         hit_keys[order], hit_source[order], hit_target[order], hit_move[order])
-    row_keys = keys(rows["source"], rows["move"])
-    earlier = rows["earlier"]   # transposition rows of an earlier refine
+    row_keys = keys(move_rows["source"], move_rows["move"])
+    earlier = move_rows["earlier"]   # transposition rows of an earlier refine
     real = ~earlier
 
     # Book moves: an edge when the legal-move scan found the child among the nodes.
@@ -241,28 +242,28 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     # Earlier transposition rows that are no longer edges are removed.
     still, _ = _sorted_member(hit_keys, row_keys[earlier])
     stale_rows = np.nonzero(earlier)[0][~still]
-    stale = [(int(position_ids[rows["source"][i]]), rows["move"][i].decode())
+    stale = [(int(position_ids[move_rows["source"][i]]), move_rows["move"][i].decode())
              for i in stale_rows]
     # Transposition edges: legal moves into nodes that are not book moves.
     real_sorted = np.sort(row_keys[real])
     extra = ~_sorted_member(real_sorted, hit_keys)[0]
     earlier_sorted = np.sort(row_keys[earlier])
     tr_stored = _sorted_member(earlier_sorted, hit_keys[extra])[0]
-    linked_sorted = np.sort(row_keys[earlier & rows["linked"]])
+    linked_sorted = np.sort(row_keys[earlier & move_rows["linked"]])
     tr_linked = _sorted_member(linked_sorted, hit_keys[extra])[0]
 
     n_book = int(real.sum())
     n_extra = int(extra.sum())
-    source = np.concatenate([rows["source"][real], hit_source[extra]])
+    source = np.concatenate([move_rows["source"][real], hit_source[extra]])
     target = np.concatenate([book_target, hit_target[extra]])
     kind = np.concatenate([np.where(book_target >= 0, KIND_BOOK_EDGE, KIND_LEAF),
                            np.full(n_extra, KIND_TRANSPOSITION)]).astype(np.int8)
-    value = np.concatenate([rows["value"][real], np.zeros(n_extra, dtype=np.int32)])
-    counts = np.concatenate([rows["count"][real], np.zeros(n_extra, dtype=np.int64)])
-    moves = np.concatenate([rows["move"][real], hit_move[extra]])
+    value = np.concatenate([move_rows["value"][real], np.zeros(n_extra, dtype=np.int32)])
+    counts = np.concatenate([move_rows["count"][real], np.zeros(n_extra, dtype=np.int64)])
+    moves = np.concatenate([move_rows["move"][real], hit_move[extra]])
     stored_mask = np.concatenate([np.ones(n_book, dtype=bool), tr_stored])
-    linked = np.concatenate([rows["linked"][real], tr_linked])
-    del rows
+    linked = np.concatenate([move_rows["linked"][real], tr_linked])
+    del move_rows
 
     order = np.argsort(source, kind="stable")
     indptr = np.zeros(count + 1, dtype=np.int64)

@@ -49,17 +49,17 @@ from typing import Any, Protocol
 
 import cshogi
 
-from bookgen.errors import BookgenError
 from bookgen.engines.factory import default_batch_size
+from bookgen.errors import BookgenError
 from bookgen.position import board_key, signed64
+from bookgen.refine.book_search import EngineSettings, search
+from bookgen.refine.minimax import refine_minimax
 from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries
 from bookgen.store.index import BookIndex
 from bookgen.store.runs import mark_dead_runs, matching_runs
 from bookgen.timestamps import utc_now
 from bookgen.values import MATE_BOUND, MATE_VALUE
-from bookgen.refine.book_search import EngineSettings, search
-from bookgen.refine.minimax import refine_minimax
 
 __all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Extender", "Extension", "Mistake",
            "MistakesSummary", "classify", "find_mistakes", "mistakes", "position_line"]

@@ -35,8 +35,18 @@ from typing import Any
 import numpy as np
 
 from bookgen.refine.minimax_graph import KIND_TRANSPOSITION, MinimaxGraph
-from bookgen.refine.retrograde import (BLACK, DEPTH_INF, Propagation, Structure, analyse, better,
-                                       combine, deeper, owners, repetition_value)
+from bookgen.refine.retrograde import (
+    BLACK,
+    DEPTH_INF,
+    Propagation,
+    Structure,
+    analyse,
+    better,
+    combine,
+    deeper,
+    owners,
+    repetition_value,
+)
 from bookgen.values import MATE_VALUE
 
 _EXACT, _LOWER, _UPPER = 0, 1, 2
@@ -214,7 +224,7 @@ def negascout(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_white
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 4 * int(structure.sizes.max(initial=1)) + 10_000))
     try:
-        passes = []
+        passes: list[tuple[int | None, np.ndarray, np.ndarray]] = []
         for colour, draw in owners(draw_value_black, draw_value_white):
             value, depth = _solve_game(graph, structure, order, trusted, draw, budget,
                                        counts if not passes else dict.fromkeys(counts, 0))

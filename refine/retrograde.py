@@ -308,7 +308,9 @@ def solve_by_levels(black: Sequence[bool], exits: Sequence[tuple[int, int, int]]
                 if value[node] is None:
                     value[node], depth[node] = draw, DEPTH_INF
             unsolved = 0
-    return [int(v) for v in value], depth, levels  # type: ignore[arg-type]
+    solved = [int(v) for v in value if v is not None]
+    assert len(solved) == n  # every node has its value now
+    return solved, depth, levels
 
 
 def repetition_value(cycle: Sequence[int], black: Sequence[bool], in_check: Sequence[bool],
@@ -338,38 +340,37 @@ def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
     limit = _EXHAUSTIVE_BUDGET if budget is None else budget
     draw_of = [draw if black[i] else -draw for i in range(n)]
     calls = 0
+
+    def search(node: int, path: list[int], on_path: dict[int, int]) -> tuple[int, int]:
+        """The best option of ``node`` on the line ``path`` (``on_path``: node -> index)."""
+        nonlocal calls
+        calls += 1
+        if calls > limit:
+            raise BudgetExceeded
+        on_path[node] = len(path)
+        path.append(node)
+        mine = draw_of[node]
+        best: tuple[int, int] | None = None
+        for option in exits[node]:
+            if better(option, best, mine):
+                best = option
+        for child in successors[node]:
+            if child in on_path:
+                outcome = repetition_value(path[on_path[child]:], black, in_check, draw)
+                option = (outcome if black[node] else -outcome, DEPTH_INF)
+            else:
+                child_value, child_depth = search(child, path, on_path)
+                option = (-child_value, deeper(child_depth))
+            if better(option, best, mine):
+                best = option
+        path.pop()
+        del on_path[node]
+        assert best is not None
+        return best
+
     values, depths = [0] * n, [0] * n
     for root in range(n):
-        path: list[int] = []
-        on_path: dict[int, int] = {}
-
-        def search(node: int) -> tuple[int, int]:
-            nonlocal calls
-            calls += 1
-            if calls > limit:
-                raise BudgetExceeded
-            on_path[node] = len(path)
-            path.append(node)
-            mine = draw_of[node]
-            best: tuple[int, int] | None = None
-            for option in exits[node]:
-                if better(option, best, mine):
-                    best = option
-            for child in successors[node]:
-                if child in on_path:
-                    outcome = repetition_value(path[on_path[child]:], black, in_check, draw)
-                    option = (outcome if black[node] else -outcome, DEPTH_INF)
-                else:
-                    child_value, child_depth = search(child)
-                    option = (-child_value, deeper(child_depth))
-                if better(option, best, mine):
-                    best = option
-            path.pop()
-            del on_path[node]
-            assert best is not None
-            return best
-
-        values[root], depths[root] = search(root)
+        values[root], depths[root] = search(root, [], {})
     return values, depths
 
 
@@ -497,7 +498,7 @@ def retrograde(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_whit
     structure = structure or analyse(graph)
     counts = {"value_levels": 0, "checking_components_searched": 0,
               "checking_components_approximated": 0}
-    passes = []
+    passes: list[tuple[int | None, np.ndarray, np.ndarray]] = []
     for colour, draw in owners(draw_value_black, draw_value_white):
         # Counters describe the first game; a second one repeats the same work.
         value, depth = _solve_pass(graph, structure, draw, counts if not passes else

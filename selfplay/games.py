@@ -68,10 +68,10 @@ from bookgen.formats.hcp import read_hcp
 from bookgen.play.rules import GameState, Outcome, Result, csa_endgame
 from bookgen.progress import progress_bar
 from bookgen.roots import read_roots
-from bookgen.workers.runcontrol import collect_or_abandon
 from bookgen.signals import stop_on_interrupt
 from bookgen.values import MATE_VALUE, value_to_cp
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.runcontrol import collect_or_abandon
 
 __all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
            "selfplay", "write_csa_record"]

@@ -296,7 +296,7 @@ def _write_usi(stream: BinaryIO, conn: sqlite3.Connection, total: int, ids: np.n
     parent, move, depth = tree
     reached = depth[rows] >= 0
     sfens = _sfens(conn, ids[~reached], total)
-    tokens = [f" {name}".encode("utf-8") for name in index.move_names]
+    tokens = [f" {name}".encode() for name in index.move_names]
     width = max((len(t) for t in tokens), default=1)
     table = np.zeros((max(len(tokens), 1), width), dtype=np.uint8)
     for i, token in enumerate(tokens):
@@ -320,7 +320,7 @@ def _write_usi(stream: BinaryIO, conn: sqlite3.Connection, total: int, ids: np.n
                 at = ends[line]
                 line += 1
             else:
-                text = f"sfen {next(sfens)} {p}\n".encode("utf-8")
+                text = f"sfen {next(sfens)} {p}\n".encode()
             pieces.append(text * n)
         stream.write(b"".join(pieces))
     return int(copies.sum())

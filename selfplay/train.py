@@ -48,12 +48,18 @@ from cshogi import dlshogi
 from torch import nn
 from torch.nn import functional as F
 
+from bookgen.engines.network.features import FEATURES1_NUM, FEATURES2_NUM
+from bookgen.engines.network.model import (
+    DEFAULT_BLOCKS,
+    DEFAULT_CHANNELS,
+    PolicyValueNetwork,
+    load_model,
+    parameter_count,
+    save_model,
+)
 from bookgen.errors import BookgenError
 from bookgen.files import check_writable
 from bookgen.formats.hcp import read_hcpe
-from bookgen.engines.network.features import FEATURES1_NUM, FEATURES2_NUM
-from bookgen.engines.network.model import (DEFAULT_BLOCKS, DEFAULT_CHANNELS, PolicyValueNetwork,
-                                           load_model, parameter_count, save_model)
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
 from bookgen.values import EVAL_COEF

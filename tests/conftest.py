@@ -19,15 +19,14 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import cshogi
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 
 from bookgen.cli import main as cli_main
 

@@ -325,7 +325,8 @@ def test_format_detection_of_a_bin_without_nul_bytes(tmp_path):
 
 def test_format_detection_of_a_normal_bin(tmp_path):
     """Auto detection (no --format) of an exported .bin, and of a DB2016 file."""
-    write_db2016(tmp_path / "s.db", [(STARTPOS, [("7g7f", None, 5, 0, 3), ("2g2f", None, 1, 0, 2)])])
+    write_db2016(tmp_path / "s.db",
+                 [(STARTPOS, [("7g7f", None, 5, 0, 3), ("2g2f", None, 1, 0, 2)])])
     run_cli("import", tmp_path / "s.db", "-b", tmp_path / "a.sqlite")
     run_cli("export", "--format", "apery", "-o", tmp_path / "s.bin", "-b", tmp_path / "a.sqlite")
     run_cli("import", tmp_path / "s.bin", "-b", tmp_path / "b.sqlite")

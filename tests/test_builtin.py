@@ -8,8 +8,17 @@ import random
 import cshogi
 import pytest
 
-from bookgen.engines.builtin.alphabeta import (_TB, _TW, MATE, Searcher, best_move, eval_black,
-                                               eval_delta, search_moves, static_eval)
+from bookgen.engines.builtin.alphabeta import (
+    _TB,
+    _TW,
+    MATE,
+    Searcher,
+    best_move,
+    eval_black,
+    eval_delta,
+    search_moves,
+    static_eval,
+)
 from bookgen.engines.builtin.analyser import BuiltinEvaluator
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.protocols import Evaluator

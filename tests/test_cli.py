@@ -14,8 +14,19 @@ import pytest
 
 from bookgen.cli import main as cli_main
 from bookgen.store import Book
-from conftest import (PYTHON, ROOT, STARTPOS, book_entries, dump_book, key_of, legal_usis,
-                      random_walk, replies_after, run_cli, write_db2016)
+from conftest import (
+    PYTHON,
+    ROOT,
+    STARTPOS,
+    book_entries,
+    dump_book,
+    key_of,
+    legal_usis,
+    random_walk,
+    replies_after,
+    run_cli,
+    write_db2016,
+)
 
 START_KEY = STARTPOS.rsplit(" ", 1)[0]
 DESCRIBE = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
@@ -166,7 +177,8 @@ def show_book(tmp_path):
     write_db2016(tmp_path / "s.db", [
         (STARTPOS, [("2g2f", "8c8d", 30, 12, 40), ("7g7f", "3c3d", 45, 12, 60),
                     ("5g5f", None, None, None, 2)]),
-        (after.sfen().replace(" 2", " 9"), [("3c3d", None, -20, 8, 5), ("8c8d", "2g2f", -35, 8, 9)]),
+        (after.sfen().replace(" 2", " 9"),
+         [("3c3d", None, -20, 8, 5), ("8c8d", "2g2f", -35, 8, 9)]),
     ])
     book = tmp_path / "book.sqlite"
     run_cli("import", tmp_path / "s.db", "-b", book)
@@ -180,8 +192,8 @@ def test_show_default_is_startpos(show_book):
     assert f"sfen {START_KEY}" in out
     assert "ply 1, 3 book moves" in out
     lines = [line.split() for line in out.splitlines()]
-    move_lines = [l for l in lines if l and l[0] in ("2g2f", "7g7f", "5g5f")]
-    assert [l[0] for l in move_lines] == ["7g7f", "2g2f", "5g5f"]
+    move_lines = [fields for fields in lines if fields and fields[0] in ("2g2f", "7g7f", "5g5f")]
+    assert [fields[0] for fields in move_lines] == ["7g7f", "2g2f", "5g5f"]
     assert move_lines[0] == ["7g7f", "3c3d", "45", "12", "60"]
     assert move_lines[2] == ["5g5f", "none", "none", "none", "2"]
 
@@ -325,7 +337,8 @@ def test_merge_rules(tmp_path):
 
 def test_merge_into_existing_output_and_export(tmp_path):
     write_db2016(tmp_path / "a.db", [(STARTPOS, [("7g7f", None, 1, 1, 1)])])
-    write_db2016(tmp_path / "b.db", [(STARTPOS, [("7g7f", None, 2, 2, 2), ("2g2f", None, 0, 0, 1)])])
+    write_db2016(tmp_path / "b.db",
+                 [(STARTPOS, [("7g7f", None, 2, 2, 2), ("2g2f", None, 0, 0, 1)])])
     run_cli("import", tmp_path / "a.db", "-b", tmp_path / "out.sqlite")
     run_cli("import", tmp_path / "b.db", "-b", tmp_path / "b.sqlite")
     run_cli("merge", tmp_path / "b.sqlite", "-o", tmp_path / "out.sqlite")

@@ -12,8 +12,15 @@ from pathlib import Path
 import pytest
 
 from bookgen.store import Book, BulkWriter
-from conftest import (PYTHON, ROOT, dump_book, generate_blocks, integrity_ok,
-                      run_bookgen_process, write_db2016)
+from conftest import (
+    PYTHON,
+    ROOT,
+    dump_book,
+    generate_blocks,
+    integrity_ok,
+    run_bookgen_process,
+    write_db2016,
+)
 from processes import Bookgen, assert_all_gone, descendants, stop_all, stopped, wait_for
 
 FAULT_POINTS = ["import-positions-written", "import-moves-written", "import-before-commit"]

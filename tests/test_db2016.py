@@ -11,8 +11,19 @@ import cshogi
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import (DB2016_HEADER, STARTPOS, book_entries, dump_book, key_of, legal_usis,
-                      parse_db2016, replies_after, run_cli, walks, write_db2016)
+from conftest import (
+    DB2016_HEADER,
+    STARTPOS,
+    book_entries,
+    dump_book,
+    key_of,
+    legal_usis,
+    parse_db2016,
+    replies_after,
+    run_cli,
+    walks,
+    write_db2016,
+)
 
 INT32 = 2**31 - 1
 START_KEY = STARTPOS.rsplit(" ", 1)[0]

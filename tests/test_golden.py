@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import PYTHON, ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "golden.py"

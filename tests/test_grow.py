@@ -10,8 +10,8 @@ from pathlib import Path
 import cshogi
 import pytest
 
-from bookgen.grow import grow
 from bookgen.engines.mcts import MoveStats
+from bookgen.grow import grow
 from bookgen.grow.book_moves import select_book_moves
 from conftest import PYTHON, integrity_ok, run_cli
 from processes import Bookgen, stop_all
@@ -72,7 +72,7 @@ def check_grown_book(book: Path, roots: list[str] | None = None) -> dict[str, in
         board = cshogi.Board(f"{sfen} 1")
         assert board.turn == turn
         legal = {cshogi.move_to_usi(m) for m in board.legal_moves}
-        for _pid, move, value, count, child_id, *_ in children.get(pid, []):
+        for _pid, move, _value, count, child_id, *_ in children.get(pid, []):
             assert move in legal, f"illegal book move {move} in {sfen}"
             assert child_id is not None, "grown moves link their child"
             board.push_usi(move)

@@ -14,8 +14,8 @@ import cshogi
 import numpy as np
 import pytest
 
-from bookgen.diagnostics import Diagnostics
 from bookgen.bookfiles.importer import import_books
+from bookgen.diagnostics import Diagnostics
 from conftest import book_entries, db2016_text, dump_book, generate_blocks, run_cli
 from test_db2016 import tiny_parallel_chunks
 

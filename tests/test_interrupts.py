@@ -24,8 +24,17 @@ import pytest
 
 from bookgen.grow import grow
 from conftest import PYTHON, ROOT, integrity_ok
-from processes import (DEADLINE, Bookgen, assert_all_gone, descendants, fake_engine,
-                       interrupted_before_bookgen, marks, stop_all, wait_for)
+from processes import (
+    DEADLINE,
+    Bookgen,
+    assert_all_gone,
+    descendants,
+    fake_engine,
+    interrupted_before_bookgen,
+    marks,
+    stop_all,
+    wait_for,
+)
 
 FAIRY = "/usr/games/fairy-stockfish"
 STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d"]

@@ -265,13 +265,15 @@ def trusted(book: dict[str, dict]):
     """dlshogi's trusted score of each book move: the minimum stored value of the
     position's moves up to it in count order (count desc, then value desc, then move)."""
     scores = {}
+
+    def stored(moves, move):
+        value = moves[move][0]
+        return 0 if value is None else max(-MATE, min(MATE, value))
+
     for sfen, moves in book.items():
-        def stored(move):
-            value = moves[move][0]
-            return 0 if value is None else max(-MATE, min(MATE, value))
         running = MATE
-        for move in sorted(moves, key=lambda m: (-moves[m][1], -stored(m), m)):
-            running = min(running, stored(move))
+        for move in sorted(moves, key=lambda m: (-moves[m][1], -stored(moves, m), m)):
+            running = min(running, stored(moves, move))
             scores[(sfen, move)] = running
     return lambda sfen, move: scores[(sfen, move)]
 
@@ -341,8 +343,8 @@ def test_perpetual_check_books_match_the_reference(tmp_path, seed):
 
 
 def test_random_books_match_the_reference_through_the_api(tmp_path):
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
+    from hypothesis import given, settings, strategies as st
+
     from bookgen.refine.minimax import refine_minimax
 
     counter = iter(range(10**6))

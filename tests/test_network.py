@@ -20,17 +20,27 @@ import onnxruntime as ort
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import legal_usis, random_positions, run_script
 
 from bookgen.cli.model import model_group
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.network.analyser import OnnxEvaluator, TorchEvaluator
-from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS, features,
-                                              legal_move_labels)
-from bookgen.engines.network.model import (MODEL_FORMAT, PolicyValueNetwork, load_model,
-                                           parameter_count, save_model)
+from bookgen.engines.network.features import (
+    FEATURES1_NUM,
+    FEATURES2_NUM,
+    MOVE_LABELS,
+    features,
+    legal_move_labels,
+)
+from bookgen.engines.network.model import (
+    MODEL_FORMAT,
+    PolicyValueNetwork,
+    load_model,
+    parameter_count,
+    save_model,
+)
 from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
+from conftest import legal_usis, random_positions, run_script
 
 MATED = "4k4/4G4/4G4/9/9/9/9/9/4K4 w - 1"  # white to move, no legal moves
 TOLERANCE = 1e-4

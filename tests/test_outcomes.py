@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import STARTPOS, run_cli
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
 from bookgen.analysis import outcomes
 from bookgen.analysis.results import write_pgn_game
 from bookgen.store.results import GameResult, ResultsFile
+from conftest import STARTPOS, run_cli
 
 
 def games_vs(player: str, opponent: str, n: int, k: int, reason: str = "declaration",

@@ -12,14 +12,22 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import STARTPOS, run_cli
 
 from bookgen.analysis import pairstats
-from bookgen.analysis.pairstats import (PENTANOMIAL_SCORES, TRINOMIAL_SCORES, PairCounts,
-                                count_games, elo_pentanomial, elo_trinomial, los_cutechess,
-                                sprt, sprt_llr)
+from bookgen.analysis.pairstats import (
+    PENTANOMIAL_SCORES,
+    TRINOMIAL_SCORES,
+    PairCounts,
+    count_games,
+    elo_pentanomial,
+    elo_trinomial,
+    los_cutechess,
+    sprt,
+    sprt_llr,
+)
 from bookgen.analysis.results import write_pgn_game
 from bookgen.store.results import GameResult, ResultsFile
+from conftest import STARTPOS, run_cli
 
 
 def fastchess_penta(ll: int, ld: int, wl: int, dd: int, wd: int, ww: int) -> list[int]:

@@ -10,8 +10,13 @@ import cshogi
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bookgen.position import (InvalidMove, InvalidPosition, parse_move, parse_position_spec,
-                              parse_sfen)
+from bookgen.position import (
+    InvalidMove,
+    InvalidPosition,
+    parse_move,
+    parse_position_spec,
+    parse_sfen,
+)
 from conftest import key_of, legal_usis, random_positions, random_walk, run_script, walks
 
 EMPTY = "9/9/9/9/9/9/9/9/9"

@@ -18,10 +18,18 @@ import pytest
 from scipy import optimize, stats
 
 from bookgen.analysis.bayeselo import fit_bayeselo
-from bookgen.analysis.ratings import (PlayerRating, RatingTable, _aggregate, _simulate, draw_probability,
-                              expected_score, fit_ratings, head_to_head)
-from bookgen.store.results import GameResult, ResultsFile
+from bookgen.analysis.ratings import (
+    PlayerRating,
+    RatingTable,
+    _aggregate,
+    _simulate,
+    draw_probability,
+    expected_score,
+    fit_ratings,
+    head_to_head,
+)
 from bookgen.errors import BookgenError
+from bookgen.store.results import GameResult, ResultsFile
 from conftest import run_cli
 
 BETA = math.log(0.76 / 0.24) / 202
@@ -412,10 +420,10 @@ def f(x: float) -> float:
 def bayes_loglik(cells, d_ab: float, adv: float, draw_elo: float) -> float:
     """cells: [(first is A?, wins, draws, losses)] from the first player's side."""
     total = 0.0
-    for a_first, w, d, l in cells:
+    for a_first, w, d, lost in cells:
         d_first = d_ab if a_first else -d_ab
         win, loss = f(-d_first - adv + draw_elo), f(d_first + adv + draw_elo)
-        total += w * math.log(win) + d * math.log(1 - win - loss) + l * math.log(loss)
+        total += w * math.log(win) + d * math.log(1 - win - loss) + lost * math.log(loss)
     return total
 
 
@@ -427,13 +435,13 @@ def test_bayeselo_two_players_against_scipy(tmp_path):
 
     def slope(d_ab: float) -> float:
         total = 0.0
-        for a_first, w, d, l in cells:
+        for a_first, w, d, lost in cells:
             sign = 1 if a_first else -1
             x = sign * d_ab + 32.8
             win, loss = f(-x + 97.3), f(x + 97.3)
             draw = 1 - win - loss
             dwin, dloss = k * win * (1 - win), -k * loss * (1 - loss)
-            total += sign * (w * dwin / win + d * (-dwin - dloss) / draw + l * dloss / loss)
+            total += sign * (w * dwin / win + d * (-dwin - dloss) / draw + lost * dloss / loss)
         return total
 
     d_ml = optimize.brentq(slope, -800, 800, xtol=1e-13)

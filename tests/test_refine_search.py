@@ -17,11 +17,11 @@ import pytest
 
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
+from bookgen.refine.book_search import search
+from bookgen.refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
 from bookgen.store import Book
 from conftest import PYTHON, dump_book, integrity_ok, run_cli
 from processes import Bookgen, stop_all
-from bookgen.refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
-from bookgen.refine.book_search import search
 
 FAIRY = "/usr/games/fairy-stockfish"
 GPSUSI = "/usr/games/gpsusi"

@@ -26,15 +26,15 @@ import pytest
 from PIL import Image
 
 from bookgen.analysis import report as report_module
+from bookgen.analysis.document import markdown_escape
 from bookgen.analysis.outcomes import PAIRED_NOTE
 from bookgen.analysis.pairstats import count_games, elo_pentanomial, elo_trinomial, sprt
 from bookgen.analysis.ratings import fit_ratings
-from bookgen.analysis.document import markdown_escape
 from bookgen.analysis.report import build_report, parse_sprt, write_html
 from bookgen.analysis.results import load_games, write_pgn_game
-from bookgen.store.results import ResultsFile
 from bookgen.errors import BookgenError
 from bookgen.grow import grow
+from bookgen.store.results import ResultsFile
 from conftest import STARTPOS, dump_book, run_chromium, run_cli
 
 NASTY = '<script>alert(1)</script>&"x"'

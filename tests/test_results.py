@@ -10,8 +10,8 @@ import cshogi.PGN
 import pytest
 
 from bookgen.analysis.results import load_games, write_pgn_game
-from bookgen.store.results import ResultsFile
 from bookgen.errors import BookgenError
+from bookgen.store.results import ResultsFile
 from conftest import run_cli
 
 

@@ -13,9 +13,17 @@ import cshogi
 import cshogi.CSA
 import pytest
 
+from bookgen.play.rules import (
+    GameOver,
+    GameState,
+    Reason,
+    Result,
+    csa_endgame,
+    declaration_count,
+    declaration_result,
+    declaration_win,
+)
 from bookgen.position import InvalidPosition, parse_sfen
-from bookgen.play.rules import (GameOver, GameState, Reason, Result, csa_endgame,
-                                declaration_count, declaration_result, declaration_win)
 
 KING_SHUFFLE = ["5i5h", "5a5b", "5h5i", "5b5a"]
 

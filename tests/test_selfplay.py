@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bookgen.errors import BookgenError
 from bookgen.cli.curriculum import selfplay_command
+from bookgen.errors import BookgenError
 from bookgen.play.rules import Result
 from bookgen.selfplay.games import read_starts, selfplay
 from conftest import PYTHON
@@ -112,8 +112,8 @@ def test_records_are_the_games_positions_with_their_results(builtin_run):
         offset += info.records
         # Every position before a move has a record (no resignations here).
         assert len(game) == len(positions) == info.plies
-        for record, position, move, score in zip(game, positions, parser.moves,
-                                                   parser.scores):
+        for record, position, _move, score in zip(game, positions, parser.moves,
+                                                    parser.scores):
             board.set_hcp(record["hcp"])
             assert key(board) == position
             assert int(record["gameResult"]) == info.result

@@ -11,10 +11,18 @@ import cshogi
 import pytest
 
 from bookgen.errors import BookgenError
-from bookgen.store.schema import SCHEMA_VERSION
 from bookgen.store import Book
-from conftest import (STARTPOS, book_entries, dump_book, integrity_ok, key_of, legal_usis,
-                      run_cli, write_db2016)
+from bookgen.store.schema import SCHEMA_VERSION
+from conftest import (
+    STARTPOS,
+    book_entries,
+    dump_book,
+    integrity_ok,
+    key_of,
+    legal_usis,
+    run_cli,
+    write_db2016,
+)
 
 START_KEY = STARTPOS.rsplit(" ", 1)[0]
 
@@ -23,7 +31,8 @@ def small_book(tmp_path: Path, name: str = "book.sqlite") -> Path:
     board = cshogi.Board()
     blocks = []
     for usi in ("7g7f", "3c3d", "2g2f"):
-        blocks.append((board.sfen(), [(usi, None, 10, 5, 2), (legal_usis(board)[-1], None, -3, 1, 1)]))
+        blocks.append((board.sfen(),
+                       [(usi, None, 10, 5, 2), (legal_usis(board)[-1], None, -3, 1, 1)]))
         board.push_usi(usi)
     write_db2016(tmp_path / "small.db", blocks)
     book = tmp_path / name
@@ -290,8 +299,7 @@ def test_migration_to_a_new_version_keeps_data(tmp_path, monkeypatch):
     """A book of the current version is migrated in place when a later version
     adds a table and a column: its data survives, read-only opens refuse it
     until then, and the version is bumped in both places."""
-    from bookgen.store import book as store
-    from bookgen.store import schema
+    from bookgen.store import book as store, schema
 
     book = small_book(tmp_path)
     before = dump_book(book)
@@ -323,8 +331,7 @@ def test_migration_to_a_new_version_keeps_data(tmp_path, monkeypatch):
 
 
 def test_failed_migration_leaves_the_book_as_it_was(tmp_path, monkeypatch):
-    from bookgen.store import book as store
-    from bookgen.store import schema
+    from bookgen.store import book as store, schema
 
     book = small_book(tmp_path)
     before = dump_book(book)

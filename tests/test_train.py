@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 from cshogi import dlshogi
 
-from bookgen.errors import BookgenError
 from bookgen.cli.curriculum import train_command
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.network.model import load_model
+from bookgen.errors import BookgenError
 from bookgen.selfplay.games import selfplay
 from bookgen.selfplay.train import evaluate, load_hcpe, train
 

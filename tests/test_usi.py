@@ -16,13 +16,18 @@ from pathlib import Path
 import cshogi
 import pytest
 
-from bookgen.errors import BookgenError
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.protocols import EvaluatorError
 from bookgen.engines.usi.analyser import UsiEvaluator, parse_options
-from bookgen.engines.usi.client import (EngineCrashed, EngineStartError, EngineTimeout, UsiEngine,
-                                        UsiOptionError)
+from bookgen.engines.usi.client import (
+    EngineCrashed,
+    EngineStartError,
+    EngineTimeout,
+    UsiEngine,
+    UsiOptionError,
+)
 from bookgen.engines.usi.protocol import parse_bestmove, parse_info, parse_option
+from bookgen.errors import BookgenError
 from conftest import PYTHON, legal_usis
 
 FAIRY = "/usr/games/fairy-stockfish"

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from bookcheck import inconsistencies
 from bookgen.errors import BookgenError
 from bookgen.store import Book
-from bookcheck import inconsistencies
 from conftest import PYTHON, ROOT, integrity_ok, run_bookgen_process
 
 GROW = ("grow", "--playouts", "40", "--positions", "20")

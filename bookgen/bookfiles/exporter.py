@@ -36,6 +36,12 @@ EXPORT_VALUES = ("raw", "minimax")
 Block = tuple[str, "int | None", list[BookMove]]
 
 
+def _value(m: BookMove) -> int:
+    """The value of a move of refine minimax's book (every one has a value)."""
+    assert m.value is not None
+    return m.value
+
+
 def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
     """Moves with minimax values for writing, best first; ``draw`` is the mover's draw
     value in cp. Best: highest value, then (refine's rule) the shorter line when the
@@ -49,10 +55,10 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
 
     ordered = sorted(moves, key=lambda m: m.move)
     chosen = max(ordered, key=preference)
-    rest = [m._replace(value=m.value - 1)  # type: ignore[operator]
+    rest = [m._replace(value=_value(m) - 1)
             if m.value == chosen.value and m.depth != chosen.depth else m
             for m in ordered if m is not chosen]
-    rest.sort(key=lambda m: (-m.value, -m.count, m.move))  # type: ignore[operator]
+    rest.sort(key=lambda m: (-_value(m), -m.count, m.move))
     return [chosen, *rest]
 
 
@@ -130,8 +136,8 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
                 _write_array(temporary, hcpe)
                 policy_out = out.with_name(out.name + ".policy.npy")
                 with atomic_output(policy_out) as policy_temporary, \
-                        open(policy_temporary, "wb") as handle:
-                    np.save(handle, policy)
+                        open(policy_temporary, "wb") as policy_handle:
+                    np.save(policy_handle, policy)
                 result = {"positions": len(hcpe), "moves": len(policy),
                           "policy_file": str(policy_out)}
             elif fmt == "policy":

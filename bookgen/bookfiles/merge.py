@@ -39,14 +39,16 @@ def merge_books(out: str | Path, sources: Sequence[str | Path], *,
     try:
         for number, source in enumerate(sources):
             attach_source(store, source, f"src{number}")
-        totals = {"positions_added": 0, "moves_added": 0, "moves_updated": 0}
+        totals: dict[str, Any] = {"positions_added": 0, "moves_added": 0, "moves_updated": 0}
         with store.transaction():
             run_id = store.begin_run("merge", {"sources": [str(s) for s in sources]})
             for number in range(len(sources)):
                 added = merge_attached(store, f"src{number}", run_id)
                 for key, value in zip(totals, added):
                     totals[key] += value
-            store.end_run(run_id, **totals, counts={"sources": len(sources)})
+            store.end_run(run_id, positions_added=totals["positions_added"],
+                          moves_added=totals["moves_added"],
+                          moves_updated=totals["moves_updated"], counts={"sources": len(sources)})
         totals.update(book=str(out), positions=store.count_positions(),
                       moves=store.count_moves(), run_id=run_id)
         return totals

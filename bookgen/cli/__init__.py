@@ -27,12 +27,23 @@ import click
 from bookgen import __version__
 from bookgen.cli.curriculum import selfplay_command, starts_command, train_command
 from bookgen.cli.grow import grow_command
-from bookgen.cli.measure import (match_command, outcomes_command, rate_command,
-                                 report_command, sprt_command, suite_command)
+from bookgen.cli.measure import (
+    match_command,
+    outcomes_command,
+    rate_command,
+    report_command,
+    sprt_command,
+    suite_command,
+)
 from bookgen.cli.model import model_group
 from bookgen.cli.refine import refine_group
-from bookgen.cli.store import (export_command, import_command, merge_command,
-                               show_command, stats_command)
+from bookgen.cli.store import (
+    export_command,
+    import_command,
+    merge_command,
+    show_command,
+    stats_command,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

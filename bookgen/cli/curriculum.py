@@ -10,10 +10,19 @@ from typing import Any
 
 import click
 
-from bookgen.cli.options import (batch_size_option, book_option, byoyomi_option,
-                                 engine_options_option, engine_timeout_option, json_option,
-                                 movetime_option, nodes_option, output_option, seed_option,
-                                 workers_option)
+from bookgen.cli.options import (
+    batch_size_option,
+    book_option,
+    byoyomi_option,
+    engine_options_option,
+    engine_timeout_option,
+    json_option,
+    movetime_option,
+    nodes_option,
+    output_option,
+    seed_option,
+    workers_option,
+)
 from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
 from bookgen.errors import BookgenError
 
@@ -172,8 +181,8 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     Outputs are replaced in one step at the end; Ctrl-C stops at once, keeps
     the finished games and drops those in flight (exit code 130).
     """
-    from bookgen.workers.runcontrol import in_flight
     from bookgen.selfplay.games import selfplay
+    from bookgen.workers.runcontrol import in_flight
 
     evaluator_options: dict[str, Any] = {}
     if batch_size is not None and batch_size > 1 and any(

@@ -430,8 +430,12 @@ def rate_command(results: tuple[str, ...], white_advantage: bool, draw_rate: boo
 
     table: Any
     if model == "bayeselo":
-        from bookgen.analysis.bayeselo import DEFAULT_ADVANTAGE, DEFAULT_DRAW_ELO, DEFAULT_PRIOR
-        from bookgen.analysis.bayeselo import fit_bayeselo
+        from bookgen.analysis.bayeselo import (
+            DEFAULT_ADVANTAGE,
+            DEFAULT_DRAW_ELO,
+            DEFAULT_PRIOR,
+            fit_bayeselo,
+        )
 
         table = fit_bayeselo(
             games, advantage=None if white_advantage else DEFAULT_ADVANTAGE,
@@ -596,8 +600,8 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
       bookgen report match.sqlite -b book.sqlite -o report.html --markdown report.md
       bookgen report match.sqlite -o r.html --sprt new,base,0,2
     """
-    from bookgen.files import check_output
     from bookgen.analysis.report import build_report, report_summary, write_html, write_markdown
+    from bookgen.files import check_output
 
     if simulations == 1:
         raise BookgenError("--simulations must be 0 or at least 2")

@@ -22,7 +22,8 @@ DEFAULT_TIMEOUT_HELP = (
     "By default the wait scales with the limit: 1.5 x the time + 10 s for byoyomi or "
     "movetime, 10 s + nodes / 10,000 s for --nodes (20 s for 100,000 nodes), "
     "10 s + 2^(depth/2) / 16 s for --depth (74 s for depth 20).")
-"""The defaults of ``--engine-timeout`` (:func:`bookgen.engines.usi.client.default_search_timeout`)."""
+"""The defaults of ``--engine-timeout``
+(:func:`bookgen.engines.usi.client.default_search_timeout`)."""
 
 wait_option = click.option(
     "--wait", is_flag=True,

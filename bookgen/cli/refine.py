@@ -12,11 +12,22 @@ from typing import Any
 
 import click
 
-from bookgen.cli.options import (batch_size_option, book_option, byoyomi_option,
-                                 depth_option, draw_value_options, engine_options_option,
-                                 engine_timeout_option, json_option, movetime_option,
-                                 nodes_option, output_option, seed_option, wait_option,
-                                 workers_option)
+from bookgen.cli.options import (
+    batch_size_option,
+    book_option,
+    byoyomi_option,
+    depth_option,
+    draw_value_options,
+    engine_options_option,
+    engine_timeout_option,
+    json_option,
+    movetime_option,
+    nodes_option,
+    output_option,
+    seed_option,
+    wait_option,
+    workers_option,
+)
 from bookgen.cli.support import echo_json, exit_if_interrupted, json_text, reports_errors
 
 _SELECTIONS = ("all", "leaves", "principal", "visits")

@@ -11,19 +11,20 @@ import math
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
 from bookgen.errors import BookgenError
 from bookgen.startup import INTERRUPTED_EXIT, command_started, interrupted
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 ERROR_EXIT = 2
 
 
-def reports_errors(function: F) -> F:
+def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
     """Turn library errors into a one-line message and exit code 2; Ctrl-C into 130
     (from here on a ``KeyboardInterrupt``: see :mod:`bookgen.startup`).
 
@@ -33,7 +34,7 @@ def reports_errors(function: F) -> F:
     """
 
     @wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         import cshogi  # noqa: F401  (and numpy)
 
         command_started()
@@ -51,7 +52,7 @@ def reports_errors(function: F) -> F:
             click.echo("bookgen: interrupted", err=True)
             sys.exit(INTERRUPTED_EXIT)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def exit_if_interrupted(interrupted: bool,

@@ -97,12 +97,12 @@ class _Node:
         """Order the moves by falling prior (stable: ties keep the evaluator's order)."""
         priors = self.all_priors
         order = self.order = sorted(range(len(priors)), key=priors.__getitem__, reverse=True)
-        self.moves = []
-        self.priors = []
-        self.visits = []
-        self.totals = []
-        self.qs = []
-        self.children = []
+        self.moves: list[int] = []
+        self.priors: list[float] = []
+        self.visits: list[int] = []
+        self.totals: list[float] = []
+        self.qs: list[float] = []
+        self.children: list[_Node | None] = []
         return order
 
     def sorted_stats(self) -> tuple[list[int], list[float], list[int], list[float]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 from bookgen.errors import BookgenError
 
@@ -69,7 +69,7 @@ class Evaluator(Protocol):
 
     def close(self) -> None: ...
 
-    def __enter__(self) -> Evaluator: ...
+    def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
@@ -82,7 +82,7 @@ class EvaluatorBase:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> EvaluatorBase:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

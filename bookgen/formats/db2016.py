@@ -16,7 +16,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO, overload
 
 import cshogi
 
@@ -35,6 +35,16 @@ DEFAULT_VALUE, DEFAULT_DEPTH, DEFAULT_COUNT = 0, 0, 1
 
 class _BadField(ValueError):
     pass
+
+
+@overload
+def _number(token: str, name: str, allow_none: Literal[False], minimum: int, maximum: int
+            ) -> int: ...
+
+
+@overload
+def _number(token: str, name: str, allow_none: bool, minimum: int, maximum: int
+            ) -> int | None: ...
 
 
 def _number(token: str, name: str, allow_none: bool, minimum: int, maximum: int) -> int | None:
@@ -161,10 +171,9 @@ def read_db2016(path: Path, sink: BookSink, diagnostics: Diagnostics,
         tokens = line.split()
         try:
             move = parse_move(board, tokens[0])
-            ponder: str | None = tokens[1] if len(tokens) > 1 else "none"
-            if ponder == "none":
-                ponder = None
-            else:
+            ponder_token = tokens[1] if len(tokens) > 1 else "none"
+            ponder = None if ponder_token == "none" else ponder_token
+            if ponder is not None:
                 board.push(move)
                 try:
                     parse_move(board, ponder)
@@ -182,7 +191,7 @@ def read_db2016(path: Path, sink: BookSink, diagnostics: Diagnostics,
             diagnostics.report(source, number, f"invalid move line {line!r}: {error}",
                                kind="moves")
             continue
-        add_move(local, tokens[0], ponder, value, depth, count)  # type: ignore[arg-type]
+        add_move(local, tokens[0], ponder, value, depth, count)
 
 
 def _field(value: int | None) -> str:

@@ -39,8 +39,7 @@ import numpy as np
 
 from bookgen.errors import BookgenError
 from bookgen.formats.move16 import move16_to_usi
-from bookgen.position import (PIECE_LIMITS, InvalidMove, InvalidPosition, check_board,
-                              parse_move)
+from bookgen.position import PIECE_LIMITS, InvalidMove, InvalidPosition, check_board, parse_move
 
 HCP = cshogi.HuffmanCodedPos
 HCPE = cshogi.HuffmanCodedPosAndEval
@@ -178,7 +177,7 @@ def _decode(hcp: np.ndarray) -> DecodedHcp:
     board[rows, np.minimum(kings[0], 80)] = cshogi.BKING
     board[rows, np.minimum(kings[1], 80)] = cshogi.WKING
     fail(position > _BITS, "the board's codes run past the record's 256 bits")
-    hands = np.zeros((n, 14), dtype=np.int64)
+    hands: np.ndarray = np.zeros((n, 14), dtype=np.int64)  # (n, 2, 7) once counted
     for _ in range(38):
         active = (position < _BITS) & ~bad
         if not active.any():

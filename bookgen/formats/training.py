@@ -52,12 +52,13 @@ def training_arrays(blocks: Iterable[tuple[str, int | None, list[BookMove]]],
         record = np.zeros(1, dtype=cshogi.HuffmanCodedPosAndEval)
         board.to_hcp(record["hcp"])
         best = max(valued, key=lambda m: (m.value, m.count))
+        assert best.value is not None  # one of the valued moves
         record["eval"] = max(-32767, min(32767, best.value))
         record["bestMove16"] = cshogi.move16(board.move_from_usi(best.move))
         index = len(records)
         records.append(record)
-        for move, probability in zip(valued, policy_targets([m.value for m in valued],
-                                                             temperature)):
+        values = [m.value for m in valued if m.value is not None]  # all of them, typed int
+        for move, probability in zip(valued, policy_targets(values, temperature)):
             rows.append((index, cshogi.move16(board.move_from_usi(move.move)), probability,
                          int(65535 * probability)))
     hcpe = (np.concatenate(records) if records

@@ -37,7 +37,7 @@ Results use cshogi's constants (``DRAW`` 0, ``BLACK_WIN`` 1, ``WHITE_WIN``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 
 import cshogi
 
@@ -83,8 +83,8 @@ class Result(IntEnum):
         return {Result.DRAW: "1/2-1/2", Result.BLACK_WIN: "1-0", Result.WHITE_WIN: "0-1"}[self]
 
 
-class Reason(str, Enum):
-    """Why a game ended."""
+class Reason(StrEnum):
+    """Why a game ended (``str()`` and f-strings give the value)."""
 
     CHECKMATE = "checkmate"
     RESIGN = "resign"
@@ -96,9 +96,6 @@ class Reason(str, Enum):
     ILLEGAL_MOVE = "illegal move"
     TIME_FORFEIT = "time forfeit"
     ENGINE_FAILURE = "engine failure"   # crashed or stopped answering (match runner)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

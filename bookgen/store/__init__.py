@@ -27,8 +27,14 @@ from __future__ import annotations
 
 from bookgen.store.book import DEFAULT_BOOK, Book, BookMove, sort_moves
 from bookgen.store.bulk import MOVE_UPSERT_SQL, PLY_UPSERT_SQL, BulkWriter
-from bookgen.store.connection import (StorageError, close_writer, connect, connect_readonly,
-                                      readonly_uris, sqlite_error)
+from bookgen.store.connection import (
+    StorageError,
+    close_writer,
+    connect,
+    connect_readonly,
+    readonly_uris,
+    sqlite_error,
+)
 from bookgen.store.lock import BookLocked
 from bookgen.store.own_moves import REFINE_MINIMAX_COMMAND, MoveRows, ValueColumn
 from bookgen.store.snapshot import open_book_snapshot

@@ -33,8 +33,14 @@ from bookgen.errors import BookgenError
 from bookgen.files import unwritable_reason
 from bookgen.signals import fault_point, interrupts_held
 from bookgen.store import lock, queries
-from bookgen.store.connection import (UNREADABLE, Connection, StorageError, close_writer,
-                                      connect, connect_readonly)
+from bookgen.store.connection import (
+    UNREADABLE,
+    Connection,
+    StorageError,
+    close_writer,
+    connect,
+    connect_readonly,
+)
 from bookgen.store.own_moves import MoveRows, own_rows_sql
 from bookgen.store.schema import BOOK_TABLES, MIGRATIONS, SCHEMA_VERSION
 from bookgen.timestamps import utc_now
@@ -296,7 +302,9 @@ class Book:
             "VALUES (?, ?, ?, ?, ?)",
             (command, json.dumps(params, sort_keys=True, default=str), evaluator, utc_now(),
              __version__))
-        return int(cursor.lastrowid)
+        run_id = cursor.lastrowid
+        assert run_id is not None  # set by the INSERT
+        return run_id
 
     def end_run(self, run_id: int, *, status: str = "done", positions_added: int = 0,
                 moves_added: int = 0, moves_updated: int = 0,
@@ -364,7 +372,9 @@ class BookMove(NamedTuple):
     ponder: str | None
     value: int | None
     depth: int | None
-    count: int
+    # The field shadows tuple.count (mypy: a Liskov violation); renaming DB2016's and the moves
+    # table's "count" everywhere is not worth it, and tuple.count() is never called on a move.
+    count: int  # type: ignore[assignment]
 
 
 def sort_moves(moves: Sequence[BookMove]) -> list[BookMove]:

@@ -27,7 +27,7 @@ __all__ = ["BookEdge", "BookIndex"]
 class BookEdge(NamedTuple):
     move: str
     value: int | None          # minimax_value when present, else value
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count, as BookMove.count does
     child: int | None          # child position id, when the child is in the book
 
 
@@ -127,7 +127,7 @@ class BookIndex:
 
     # -- lookups ------------------------------------------------------------
 
-    def row(self, pid: int) -> int | None:
+    def row(self, pid: int | np.integer) -> int | None:
         """The row of position ``pid``, None if it is not in the book."""
         rows, found = find_rows(self.ids, np.array([pid], dtype=np.int64))
         return int(rows[0]) if found[0] else None

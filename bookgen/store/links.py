@@ -57,7 +57,7 @@ def _resolve_block(task: tuple[int, list[str]]) -> tuple[bytes, bytes, bytes, by
     own = np.zeros(len(sfens), dtype=cshogi.HuffmanCodedPos)
     hit_edge, hit_key, hit_hcp = array("q"), array("Q"), bytearray()
     scratch = np.zeros(1, dtype=cshogi.HuffmanCodedPos)
-    scratch_bytes = memoryview(scratch).cast("B")
+    scratch_bytes = scratch.data.cast("B")
     board = cshogi.Board()
     set_sfen, from_usi, is_legal = board.set_sfen, board.move_from_usi, board.is_legal
     push, pop, key, to_hcp = board.push, board.pop, board.zobrist_hash, board.to_hcp
@@ -113,13 +113,13 @@ def resolve_children(conn: sqlite3.Connection, index: Edges, edge_rows: np.ndarr
                       moves=index.edge_move[unlinked])
     parts: list[tuple[bytes, bytes, bytes]] = []
     try:
-        for block, (own, *part) in zip(
+        for block, (own, edges, hit_keys, hit_hcp) in zip(
                 range(0, len(rows), _RESOLVE_BLOCK),
                 fork_map(_resolve_block, tasks(),
                          workers if len(rows) >= _PARALLEL_MIN_POSITIONS else 1)):
             hcp[rows[block:block + _RESOLVE_BLOCK]] = np.frombuffer(
                 own, dtype=cshogi.HuffmanCodedPos)
-            parts.append(tuple(part))
+            parts.append((edges, hit_keys, hit_hcp))
     finally:
         _resolving.clear()
     del present
@@ -158,8 +158,8 @@ def resolve_children(conn: sqlite3.Connection, index: Edges, edge_rows: np.ndarr
             board.to_hcp(hcp[row:row + 1])
     words = hcp.view(np.uint8).reshape(-1, 32).view(np.uint64)
     same = np.zeros(len(candidate_row), dtype=bool)
-    for part in range(0, len(same), _RESOLVE_BLOCK):
-        here = slice(part, part + _RESOLVE_BLOCK)
+    for start in range(0, len(same), _RESOLVE_BLOCK):
+        here = slice(start, start + _RESOLVE_BLOCK)
         same[here] = (words[candidate_row[here]] == hit_words[candidate_hit[here]]).all(axis=1)
     # Distinct positions have distinct codes: at most one candidate matches.
     index.edge_child[unlinked[hits[candidate_hit[same]]]] = candidate_row[same]

@@ -19,8 +19,14 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from bookgen.store.own_moves import (REFINE_MINIMAX_COMMAND, MoveRows, ValueColumn,
-                                     own_rows_sql, transposition_flag_sql, value_sql)
+from bookgen.store.own_moves import (
+    REFINE_MINIMAX_COMMAND,
+    MoveRows,
+    ValueColumn,
+    own_rows_sql,
+    transposition_flag_sql,
+    value_sql,
+)
 
 __all__ = ["MoveRow", "best_values_by_turn", "count_moves", "count_positions", "count_runs",
            "has_move", "iter_moves", "minimax_graph_moves", "minimax_graph_positions",

@@ -32,6 +32,7 @@ __all__ = ["BrokenProcessPool", "LocalRunner", "PoolRunner", "TaskRunner", "Work
 
 R = TypeVar("R")
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)  # a runner of T tasks also runs narrower ones
 
 
 class _WorkerProcess(SpawnProcess):
@@ -49,6 +50,7 @@ class _WorkerProcess(SpawnProcess):
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def run(self) -> None:
+        # BaseProcess sets _parent_pid; typeshed does not declare the private attribute.
         parent = self._parent_pid  # type: ignore[attr-defined]
         ignore_interrupts()  # discards a Ctrl-C held back
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -107,11 +109,11 @@ class WorkerPool(Generic[R]):
         self.futures = set()
 
 
-class TaskRunner(Protocol[T, R]):
+class TaskRunner(Protocol[T_contra, R]):
     """Runs tasks of one kind; at most :meth:`capacity` in flight."""
 
     def capacity(self) -> int: ...
-    def submit(self, task: T) -> None: ...
+    def submit(self, task: T_contra) -> None: ...
     def collect(self) -> list[R]: ...
     def close(self) -> None: ...
     def terminate(self) -> None: ...

@@ -146,6 +146,8 @@ _TB, _TW, _HANDS = _build_tables()
 def eval_black(board: cshogi.Board) -> int:
     """Material, placement and king safety in centipawns from black's side."""
     pieces = board.pieces
+    hb: list[int]  # counts by hand piece type (declared for the type checker only)
+    hw: list[int]
     hb, hw = board.pieces_in_hand
     return (sum(map(getitem, _TB[board.king_square(0)], pieces))
             + sum(map(getitem, _TW[board.king_square(1)], pieces))

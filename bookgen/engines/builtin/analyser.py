@@ -12,8 +12,16 @@ from collections.abc import Sequence
 
 import cshogi
 
-from bookgen.engines.builtin.alphabeta import (MATE, MATE_BOUND, PLAY_DEPTH, PLAY_NODES,
-                                               RootResult, Searcher, move_heuristics, softmax)
+from bookgen.engines.builtin.alphabeta import (
+    MATE,
+    MATE_BOUND,
+    PLAY_DEPTH,
+    PLAY_NODES,
+    RootResult,
+    Searcher,
+    move_heuristics,
+    softmax,
+)
 from bookgen.engines.protocols import Evaluation, EvaluatorBase
 from bookgen.values import EVAL_COEF, cp_to_value
 

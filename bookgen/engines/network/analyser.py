@@ -22,16 +22,28 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cshogi
 import numpy as np
 
-from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, INPUT_NAMES,
-                                              MOVE_LABELS, OUTPUT_NAMES, features,
-                                              legal_move_labels)
+from bookgen.engines.network.features import (
+    FEATURES1_NUM,
+    FEATURES2_NUM,
+    INPUT_NAMES,
+    MOVE_LABELS,
+    OUTPUT_NAMES,
+    features,
+    legal_move_labels,
+)
 from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
 from bookgen.errors import BookgenError
 from bookgen.values import EVAL_COEF
+
+if TYPE_CHECKING:  # torch and onnxruntime are imported when an evaluator is made
+    import onnxruntime as ort
+
+    from bookgen.engines.network.model import PolicyValueNetwork
 
 
 def available_cpus() -> int:
@@ -105,7 +117,9 @@ class NetworkEvaluator(EvaluatorBase):
                 weights /= weights.sum()
                 results[i] = Evaluation(moves=[cshogi.move_to_usi(m) for m in moves],
                                         priors=weights.tolist(), value=float(value[row]))
-        return results  # type: ignore[return-value]
+        evaluations = [result for result in results if result is not None]
+        assert len(evaluations) == len(results)  # every board has its evaluation
+        return evaluations
 
 
 class TorchEvaluator(NetworkEvaluator):
@@ -127,7 +141,7 @@ class TorchEvaluator(NetworkEvaluator):
         super().__init__(batch_size)
         self.spec = f"torch:{path}"
         self.coef = coef
-        self.model = model_module.load_model(path)
+        self.model: PolicyValueNetwork | None = model_module.load_model(path)
         self._torch = torch
         wanted = threads or default_threads(batch_size)
         if torch.get_num_threads() != wanted:
@@ -184,10 +198,10 @@ class OnnxEvaluator(NetworkEvaluator):
             self.batch_size = self.fixed_batch
 
     @staticmethod
-    def _check_signature(path: Path, session: object) -> int | None:
+    def _check_signature(path: Path, session: ort.InferenceSession) -> int | None:
         """Check dlshogi's input/output layout; returns a fixed batch size if any."""
-        inputs = {i.name: i for i in session.get_inputs()}  # type: ignore[attr-defined]
-        outputs = {o.name: o for o in session.get_outputs()}  # type: ignore[attr-defined]
+        inputs = {i.name: i for i in session.get_inputs()}
+        outputs = {o.name: o for o in session.get_outputs()}
         expected = {INPUT_NAMES[0]: [FEATURES1_NUM, 9, 9], INPUT_NAMES[1]: [FEATURES2_NUM, 9, 9],
                     OUTPUT_NAMES[0]: [MOVE_LABELS], OUTPUT_NAMES[1]: [1]}
         batches = set()

@@ -38,8 +38,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from bookgen.engines.network.features import (FEATURES1_NUM, FEATURES2_NUM, INPUT_NAMES,
-                                              MOVE_DIRECTIONS, MOVE_LABELS, OUTPUT_NAMES)
+from bookgen.engines.network.features import (
+    FEATURES1_NUM,
+    FEATURES2_NUM,
+    INPUT_NAMES,
+    MOVE_DIRECTIONS,
+    MOVE_LABELS,
+    OUTPUT_NAMES,
+)
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 
@@ -127,12 +133,17 @@ def parameter_count(model: nn.Module) -> int:
 # model files
 
 
-def _check_hyper(blocks: object, channels: object, value_hidden: object, where: str) -> None:
+def _check_hyper(blocks: object, channels: object, value_hidden: object, where: str
+                 ) -> tuple[int, int, int]:
+    """The three sizes, checked to be integers from 1 to their maximum."""
+    checked: list[int] = []
     for name, value, top in (("blocks", blocks, MAX_BLOCKS), ("channels", channels, MAX_CHANNELS),
                              ("value_hidden", value_hidden, 65536)):
         if type(value) is not int or not 1 <= value <= top:
             raise BookgenError(f"{where}: {name} must be an integer from 1 to {top}, "
                                f"not {value!r}")
+        checked.append(value)
+    return checked[0], checked[1], checked[2]
 
 
 def _write_atomically(path: Path, write: Any) -> None:
@@ -199,7 +210,7 @@ def _read_payload(path: Path) -> dict[str, Any]:
         raise BookgenError(f"{path}: not a PyTorch model file ({_first_line(error)})") from None
     except OSError as error:
         raise BookgenError(f"{path}: cannot read ({error.strerror or error})") from None
-    except Exception as error:  # torch raises RuntimeError, EOFError, KeyError... on junk
+    except Exception:  # torch raises RuntimeError, EOFError, KeyError... on junk
         with open(path, "rb") as handle:
             zip_header = handle.read(4) == b"PK\x03\x04"
         if zip_header:
@@ -228,14 +239,14 @@ def load_model(path: str | Path) -> PolicyValueNetwork:
     payload = _read_payload(path)
     blocks, channels = payload.get("blocks"), payload.get("channels")
     value_hidden = payload.get("value_hidden", DEFAULT_VALUE_HIDDEN)
-    _check_hyper(blocks, channels, value_hidden, str(path))
+    blocks, channels, value_hidden = _check_hyper(blocks, channels, value_hidden, str(path))
     state = payload.get("state_dict")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise BookgenError(f"{path}: 'state_dict' is not a dict of tensors")
     # Compare shapes on a skeleton first: nothing is allocated for a file
     # whose hyper-parameters do not match its tensors.
     with torch.device("meta"):
-        skeleton = PolicyValueNetwork(blocks, channels, value_hidden)  # type: ignore[arg-type]
+        skeleton = PolicyValueNetwork(blocks, channels, value_hidden)
     expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -251,7 +262,7 @@ def load_model(path: str | Path) -> PolicyValueNetwork:
                                f"({key} has shape {tuple(state[key].shape)}, expected {shape})")
         if state[key].is_floating_point() and not bool(torch.isfinite(state[key]).all()):
             raise BookgenError(f"{path}: {key} contains NaN or infinite values")
-    model = PolicyValueNetwork(blocks, channels, value_hidden)  # type: ignore[arg-type]
+    model = PolicyValueNetwork(blocks, channels, value_hidden)
     try:
         model.load_state_dict(state, strict=True)
     except (RuntimeError, TypeError) as error:

@@ -69,6 +69,13 @@ def parse_options(pairs: Iterable[str]) -> dict[str, str]:
     return options
 
 
+def _score(info: InfoLine) -> int:
+    """The score of a line that has one (``UsiEvaluator._lines`` keeps only those)."""
+    score = info.score
+    assert score is not None
+    return score
+
+
 def _softmax(scores: Sequence[float], temperature: float) -> list[float]:
     top = max(scores)
     weights = [math.exp((s - top) / temperature) for s in scores]
@@ -199,7 +206,7 @@ class UsiEvaluator(EvaluatorBase):
             result = self._search(sfen, legal, k)
             lines = self._lines(result, legal, k)
             if (len(lines) >= k and k < len(legal) and k < self.max_multipv
-                    and lines[0][1].score - lines[-1][1].score <= self.multipv_margin):
+                    and _score(lines[0][1]) - _score(lines[-1][1]) <= self.multipv_margin):
                 k = min(k + self.multipv, self.max_multipv, len(legal))
                 continue
             break
@@ -210,7 +217,7 @@ class UsiEvaluator(EvaluatorBase):
         pvs = [legal_prefix(cshogi.Board(sfen), info.pv) for _move, info in lines]
         return Evaluation(
             moves=[move for move, _info in lines],
-            priors=_softmax([info.score for _move, info in lines], self.temperature),
+            priors=_softmax([_score(info) for _move, info in lines], self.temperature),
             value=move_values[0], move_values=move_values, depth=best.depth or 0,
             nodes=best.nodes or result.nodes or 0, mate=best.mate, pv=pvs[0],
             move_depths=[info.depth or 0 for _move, info in lines], move_pvs=pvs)

@@ -23,6 +23,7 @@ A ``UsiEngine`` is not thread-safe: use one per thread.
 
 from __future__ import annotations
 
+import io
 import os
 import queue
 import shlex
@@ -34,9 +35,18 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 
 from bookgen.children import engine_preexec
-from bookgen.engines.usi.protocol import (DEFAULT_MATE_CP_THRESHOLD, UsiOption, UsiSearch,
-                                          decode_output, go_limits, parse_bestmove, parse_info,
-                                          parse_int, parse_option, printable)
+from bookgen.engines.usi.protocol import (
+    DEFAULT_MATE_CP_THRESHOLD,
+    UsiOption,
+    UsiSearch,
+    decode_output,
+    go_limits,
+    parse_bestmove,
+    parse_info,
+    parse_int,
+    parse_option,
+    printable,
+)
 from bookgen.errors import BookgenError
 
 __all__ = [
@@ -99,7 +109,7 @@ class _RingBuffer:
             return decode_output(bytes(self._data))
 
 
-def _drain_stderr(stream, buffer: _RingBuffer) -> None:
+def _drain_stderr(stream: io.BufferedReader, buffer: _RingBuffer) -> None:
     try:
         while True:
             chunk = stream.read1(65536)
@@ -110,7 +120,7 @@ def _drain_stderr(stream, buffer: _RingBuffer) -> None:
         pass
 
 
-def _read_stdout(stream, lines: queue.Queue) -> None:
+def _read_stdout(stream: io.BufferedReader, lines: queue.Queue) -> None:
     try:
         while True:
             raw = stream.readline(_STDOUT_LINE_LIMIT)
@@ -389,7 +399,7 @@ class UsiEngine:
 
     def _drain_pending(self) -> list[str]:
         """Lines already received and not consumed (stale output)."""
-        stale = []
+        stale: list[str] = []
         while True:
             try:
                 item = self._lines.get_nowait()
@@ -516,7 +526,7 @@ class UsiEngine:
         if self._searching:
             raise UsiError(f"{self._label()}: a search is already running")
         self._drain_pending()
-        self._search_lines: list[str] = []
+        self._search_lines = []
         self._search_started = self.clock()
         self.send(" ".join(["go", *limits]))
         self._searching = True
