@@ -13,8 +13,9 @@ resigns. An engine that crashes or hangs loses the game ("engine failure",
 or "time forfeit" under a clock) and is restarted for its next game.
 
 Every finished game is written to the results file at once (its own
-transaction; see :mod:`bookgen.analysis.results`), and optionally appended to a PGN
-file (sente as "White") and written as a CSA record. Rerunning the same
+transaction; see :mod:`bookgen.store.results`), and optionally appended to a
+PGN file (sente as "White") and written as a CSA record
+(:mod:`bookgen.formats.records`). Rerunning the same
 command plays only the games the results file lacks. Ctrl-C stops at once:
 the games in flight are dropped (their engines killed), the match is marked
 ``interrupted``, and a rerun plays them.
@@ -36,12 +37,13 @@ from typing import Any, TextIO
 import cshogi
 
 from bookgen.analysis.players import Player, PlayerFailure, PlayerSpec, build_player
-from bookgen.analysis.results import write_pgn_game
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
+from bookgen.formats.positions import read_openings
+from bookgen.formats.records import write_csa_record, write_pgn_game
 from bookgen.play.clock import TimeControl
-from bookgen.play.rules import DECLARATION_RULES, GameState, Reason, Result
+from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
@@ -50,7 +52,7 @@ from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, Tas
 from bookgen.workers.runcontrol import collect_or_abandon
 
 __all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
-           "play_game", "read_openings", "run_match"]
+           "play_game", "run_match"]
 
 RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRAW: "draw"}
 
@@ -88,17 +90,6 @@ class FinishedGame:
     def game(self) -> GameResult:
         return GameResult(self.task.black, self.task.white, self.result, self.reason,
                     len(self.moves), str(self.task.pair), self.task.opening, "")
-
-
-# --------------------------------------------------------------------------
-# openings
-
-
-def read_openings(path: str | Path) -> list[str]:
-    """The position lines of an openings file (``startpos moves ...``, ``sfen ...``), checked."""
-    from bookgen.roots import read_position_lines
-
-    return [line for line, _board in read_position_lines(path, "openings")]
 
 
 # --------------------------------------------------------------------------
@@ -601,9 +592,6 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
             raise write_error(pgn_file.name, error, "the games before the last one are "
                               "kept in it") from None
     if csa_path is not None:
-        from bookgen.play.rules import Outcome
-        from bookgen.selfplay.games import write_csa_record
-
         result = {"black": Result.BLACK_WIN, "white": Result.WHITE_WIN}.get(game.result,
                                                                          Result.DRAW)
         outcome = Outcome(result, Reason(game.reason), len(game.moves), game.detail)

@@ -9,7 +9,7 @@ how many positions may share the same first ``cap_plies`` moves, so one
 opening family cannot dominate. Output: ``startpos moves ...`` lines, readable
 by ``cshogi.cli``, ShogiHome and the match runner.
 
-Suites from game records (:mod:`bookgen.analysis.records`) share the selection,
+Suites from game records (:mod:`bookgen.analysis.record_suites`) share the selection,
 writing and summary code here (:class:`SuiteLine`, :func:`write_suite`).
 """
 

@@ -41,6 +41,14 @@ def cp_to_value(cp: float, coef: float = EVAL_COEF) -> float:
     return e / (1.0 + e)
 
 
+def clip_score(score: int | None) -> int:
+    """A score as game records store it (hcpe ``eval``, CSA ``'**`` comments):
+    clipped to +-MATE_VALUE, 0 for none."""
+    if score is None:
+        return 0
+    return max(-MATE_VALUE, min(MATE_VALUE, int(score)))
+
+
 def draw_cp(per_mille: int) -> int:
     """The draw value in cp for a draw value given per mille of a win."""
     return value_to_cp(per_mille / 1000)

@@ -23,12 +23,12 @@ from bookgen.engines.factory import default_batch_size, make_evaluator
 from bookgen.engines.mcts import MctsSettings
 from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
+from bookgen.formats.positions import read_roots
 from bookgen.grow.book_graph import GrowGraph
 from bookgen.grow.expand import ExpansionResult, ExpansionSettings, make_backend
 from bookgen.grow.strategies import STRATEGIES, WalkLimits, make_strategy
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
-from bookgen.roots import read_roots
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.lock import writing

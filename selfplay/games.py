@@ -2,8 +2,8 @@
 
 Each game starts at a start position drawn uniformly at random from the
 starts file (dlshogi's self-play roots): ``startpos moves ...`` / ``sfen
-...`` lines, or a ``.hcp`` file of ``cshogi.HuffmanCodedPos`` records. A
-player is named by a spec:
+...`` lines, or a ``.hcp`` file of ``cshogi.HuffmanCodedPos`` records
+(:func:`bookgen.formats.positions.read_starts`). A player is named by a spec:
 
 - an evaluator spec (``builtin``, ``torch:PATH``, ``onnx:PATH``,
   ``blend:BOOK:INNER``): MCTS over that evaluator with ``playouts``
@@ -40,8 +40,8 @@ records (dlshogi ``--min_move`` and ``--out_min_hcp``).
 Outputs are written to temporary files next to their targets and renamed at
 the end, whole games at a time: an interrupted or failed run leaves the
 targets as they were or with complete games only. CSA records (one file per
-game, ``cshogi.CSA.Exporter``) carry each move's score as an ``'** N``
-comment from black's point of view, the convention dlshogi's
+game, :func:`bookgen.formats.records.write_csa_record`) carry each move's score
+as an ``'** N`` comment from black's point of view, the convention dlshogi's
 ``csa_to_hcpe.py`` reads back. Ctrl-C stops at once: the games written so far
 are kept, the games in flight dropped.
 """
@@ -57,58 +57,27 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import cshogi
-import cshogi.CSA
 import numpy as np
 
 from bookgen.engines.mcts import Mcts, MctsSettings
 from bookgen.engines.protocols import EvaluatorError
 from bookgen.errors import BookgenError
-from bookgen.files import AtomicFile, atomic_output, check_output
-from bookgen.formats.hcp import read_hcp
-from bookgen.play.rules import GameState, Outcome, Result, csa_endgame
+from bookgen.files import AtomicFile, check_output
+from bookgen.formats.positions import read_starts
+from bookgen.formats.records import write_csa_record
+from bookgen.play.rules import GameState, Outcome, Result
 from bookgen.progress import progress_bar
-from bookgen.roots import read_roots
 from bookgen.signals import stop_on_interrupt
-from bookgen.values import MATE_VALUE, value_to_cp
+from bookgen.values import MATE_VALUE, clip_score, value_to_cp
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "read_starts",
-           "selfplay", "write_csa_record"]
+__all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "selfplay"]
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
 ALPHABETA = "alphabeta"
 DEFAULT_BYOYOMI = 1000
-
-
-# --------------------------------------------------------------------------
-# start positions
-
-
-def read_starts(path: str | Path) -> np.ndarray:
-    """Start positions as an array of ``cshogi.HuffmanCodedPos`` records.
-
-    ``.hcp`` files are read as raw records, each checked to be a valid position
-    (:func:`bookgen.formats.hcp.read_hcp`); anything else as ``startpos moves
-    ...`` / ``sfen ...`` lines.
-    """
-    path = Path(path)
-    if path.suffix.lower() != ".hcp":
-        boards = read_roots(path)
-        records = np.zeros(len(boards), HCP)
-        for i, board in enumerate(boards):
-            board.to_hcp(records[i]["hcp"])
-        return records
-    records = read_hcp(path)
-    if not len(records):
-        raise BookgenError(f"{path}: empty file, no start positions")
-    board = cshogi.Board()
-    for index, hcp in enumerate(records["hcp"]):
-        board.set_hcp(hcp)
-        if board.is_game_over():
-            raise BookgenError(f"{path}: record {index}: the side to move has no legal move")
-    return records
 
 
 # --------------------------------------------------------------------------
@@ -362,12 +331,6 @@ class GameRecord:
         return len(self.moves)
 
 
-def _clip(score: int | None) -> int:
-    if score is None:
-        return 0
-    return max(-MATE_VALUE, min(MATE_VALUE, int(score)))
-
-
 def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
               settings: GameSettings) -> GameRecord:
     """Play game number ``index``; its root and random choices depend only on seed and index."""
@@ -395,7 +358,7 @@ def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
             if count == len(records):
                 records = np.concatenate([records, np.zeros(len(records), HCPE)])
             game.board.to_hcp(records["hcp"][count])
-            records["eval"][count] = _clip(decision.score)
+            records["eval"][count] = clip_score(decision.score)
             records["bestMove16"][count] = cshogi.move16(best)
             count += 1
         if game.adjudicate(decision.score) is not None:
@@ -419,33 +382,6 @@ def write_csa(path: Path, game: GameRecord, comment: str = "") -> None:
     """Write ``game`` as a CSA record (see :func:`write_csa_record`)."""
     write_csa_record(path, start_sfen=game.start_sfen, names=game.names, moves=game.moves,
                      scores=game.scores, outcome=game.outcome, comment=comment)
-
-
-def write_csa_record(path: Path, *, start_sfen: str, names: tuple[str, str],
-                     moves: list[str], scores: list[int | None], outcome: Outcome,
-                     comment: str = "") -> None:
-    """Write one game as a CSA record (to a temporary file, then renamed).
-
-    ``scores`` are each mover's own scores (None: none), written as ``'** N``
-    comments from black's point of view.
-    """
-    with atomic_output(path) as temporary:
-        board = cshogi.Board(start_sfen)
-        exporter = cshogi.CSA.Exporter(str(temporary))
-        try:
-            exporter.info(init_board=board, names=list(names), version="V2.2",
-                          comment=comment or None)
-            for usi, score in zip(moves, scores):
-                move = board.move_from_usi(usi)
-                note = None
-                if score is not None:
-                    black_view = score if board.turn == cshogi.BLACK else -score
-                    note = f"** {_clip(black_view)}"
-                exporter.move(move, comment=note)
-                board.push(move)
-            exporter.endgame(csa_endgame(outcome, board.turn))
-        finally:
-            exporter.close()
 
 
 # --------------------------------------------------------------------------

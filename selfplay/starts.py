@@ -38,6 +38,7 @@ import numpy as np
 from bookgen.arrays import NULL, find_rows
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
+from bookgen.formats.positions import POSITION_RECORDS, encode_positions
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.columns import sql_int_columns
 from bookgen.store.index import BookIndex
@@ -50,7 +51,6 @@ _CHUNK = 1 << 14      # positions per block of output (and per encoding task)
 _CACHE_KB = 16384     # SQLite page cache while reading the book
 _WORKERS = min(4, os.cpu_count() or 1)  # processes playing moves / encoding positions
 _PARALLEL_MIN_POSITIONS = 50_000        # fewer: not worth starting them
-_RECORDS = {"hcp": cshogi.HuffmanCodedPos, "psfen": cshogi.PackedSfen}
 
 
 class _Positions:
@@ -252,19 +252,6 @@ def _write_sfen(stream: BinaryIO, conn: sqlite3.Connection, total: int, ids: np.
     return int(copies.sum())
 
 
-def _encode(task: tuple[str, list[str], list[int]]) -> bytes:
-    """hcp or psfen records of sfens (and move numbers)."""
-    fmt, sfens, plies = task
-    records = np.zeros(len(sfens), dtype=_RECORDS[fmt])
-    board = cshogi.Board()
-    set_sfen = board.set_sfen
-    encode = board.to_hcp if fmt == "hcp" else board.to_psfen
-    for i, (sfen, ply) in enumerate(zip(sfens, plies)):
-        set_sfen(f"{sfen} {ply}")
-        encode(records[i:i + 1])
-    return records.tobytes()
-
-
 def _write_records(stream: BinaryIO, fmt: str, conn: sqlite3.Connection, total: int,
                    ids: np.ndarray, ply: np.ndarray, copies: np.ndarray) -> int:
     plies = _line_plies(ply)
@@ -278,8 +265,8 @@ def _write_records(stream: BinaryIO, fmt: str, conn: sqlite3.Connection, total: 
 
     workers = _WORKERS if len(ids) >= _PARALLEL_MIN_POSITIONS else 1
     for start, data in zip(range(0, len(ids), _CHUNK),
-                           fork_map(_encode, tasks(), workers)):
-        records = np.frombuffer(data, dtype=_RECORDS[fmt])
+                           fork_map(encode_positions, tasks(), workers)):
+        records = np.frombuffer(data, dtype=POSITION_RECORDS[fmt])
         repeat = copies[start:start + _CHUNK]
         if (repeat != 1).any():
             records = np.repeat(records, repeat)

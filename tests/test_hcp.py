@@ -169,7 +169,7 @@ def test_file_sizes(tmp_path):
 
 
 def test_a_start_position_needs_a_legal_move(tmp_path):
-    from bookgen.selfplay.games import read_starts
+    from bookgen.formats.positions import read_starts
 
     rng = random.Random(13)
     while True:                      # a random game until a mate
@@ -190,7 +190,7 @@ FUZZ_DRIVER = r"""
 import random, sys
 import numpy as np, cshogi
 from bookgen.errors import BookgenError
-from bookgen.selfplay.games import read_starts
+from bookgen.formats.positions import read_starts
 from bookgen.selfplay.train import load_hcpe
 
 directory = sys.argv[1]

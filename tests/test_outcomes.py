@@ -16,7 +16,7 @@ import pytest
 from scipy.stats import chi2_contingency, chisquare, fisher_exact
 
 from bookgen.analysis import outcomes
-from bookgen.analysis.results import write_pgn_game
+from bookgen.formats.records import write_pgn_game
 from bookgen.store.results import GameResult, ResultsFile
 from conftest import STARTPOS, run_cli
 

@@ -25,7 +25,7 @@ from bookgen.analysis.pairstats import (
     sprt,
     sprt_llr,
 )
-from bookgen.analysis.results import write_pgn_game
+from bookgen.formats.records import write_pgn_game
 from bookgen.store.results import GameResult, ResultsFile
 from conftest import STARTPOS, run_cli
 

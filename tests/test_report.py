@@ -31,8 +31,9 @@ from bookgen.analysis.outcomes import PAIRED_NOTE
 from bookgen.analysis.pairstats import count_games, elo_pentanomial, elo_trinomial, sprt
 from bookgen.analysis.ratings import fit_ratings
 from bookgen.analysis.report import build_report, parse_sprt, write_html
-from bookgen.analysis.results import load_games, write_pgn_game
+from bookgen.analysis.results import load_games
 from bookgen.errors import BookgenError
+from bookgen.formats.records import write_pgn_game
 from bookgen.grow import grow
 from bookgen.store.results import ResultsFile
 from conftest import STARTPOS, dump_book, run_chromium, run_cli

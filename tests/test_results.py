@@ -9,8 +9,9 @@ import cshogi
 import cshogi.PGN
 import pytest
 
-from bookgen.analysis.results import load_games, write_pgn_game
+from bookgen.analysis.results import load_games
 from bookgen.errors import BookgenError
+from bookgen.formats.records import write_pgn_game
 from bookgen.store.results import ResultsFile
 from conftest import run_cli
 

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 from bookgen.cli.curriculum import selfplay_command
 from bookgen.errors import BookgenError
+from bookgen.formats.positions import read_starts
 from bookgen.play.rules import Result
-from bookgen.selfplay.games import read_starts, selfplay
+from bookgen.selfplay.games import selfplay
 from conftest import PYTHON
 
 FAIRY = "/usr/games/fairy-stockfish"

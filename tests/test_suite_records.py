@@ -16,7 +16,7 @@ from pathlib import Path
 import cshogi
 from cshogi import CSA, KIF
 
-from bookgen.analysis.records import csa_value, kif_value
+from bookgen.formats.records import csa_value, kif_value
 from conftest import DB2016_HEADER, key_of, run_cli
 
 START_KEY = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"

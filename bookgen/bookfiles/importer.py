@@ -14,8 +14,8 @@ from bookgen.formats import FORMATS, SAMPLE_BYTES, detect_format
 from bookgen.formats.apery import read_apery
 from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
 from bookgen.formats.parallel import PARALLEL_MIN_BYTES, read_db2016_parallel
+from bookgen.formats.positions import read_roots
 from bookgen.progress import progress_bar
-from bookgen.roots import read_roots
 from bookgen.signals import fault_point
 from bookgen.store import DEFAULT_BOOK, Book, BulkWriter
 from bookgen.workers.forked import fork_available

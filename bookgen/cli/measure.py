@@ -2,7 +2,7 @@
 
 Thin layers over :mod:`bookgen.analysis`: suites from the book
 (:mod:`bookgen.analysis.suites`) or from game records
-(:mod:`bookgen.analysis.records`), matches (:mod:`bookgen.analysis.match`),
+(:mod:`bookgen.analysis.record_suites`), matches (:mod:`bookgen.analysis.match`),
 ratings (:mod:`bookgen.analysis.ratings`, :mod:`bookgen.analysis.bayeselo`),
 SPRT and outcome tests (:mod:`bookgen.analysis.pairstats`,
 :mod:`bookgen.analysis.outcomes`) and reports (:mod:`bookgen.analysis.report`).
@@ -139,7 +139,7 @@ def suite_command(more_records: tuple[str, ...], book: str, records: tuple[str, 
                              max_ply=max_ply, plies=ply_list, values=values, limit=limit,
                              per_line_cap=per_line_cap, cap_plies=cap_plies, seed=seed)
     else:
-        from bookgen.analysis.records import make_suite_from_records
+        from bookgen.analysis.record_suites import make_suite_from_records
 
         summary = make_suite_from_records(
             output, [*records, *more_records], max_value=max_value, min_ply=min_ply,
