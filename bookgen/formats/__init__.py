@@ -1,4 +1,16 @@
-"""Book file formats: YaneuraOu DB2016 text books and Apery/dlshogi binary books."""
+"""File formats, without SQL: books, training data, positions and game records.
+
+Book files: YaneuraOu DB2016 text books (:mod:`~bookgen.formats.db2016`, large
+files on workers: :mod:`~bookgen.formats.parallel`), Apery/dlshogi binary books
+(:mod:`~bookgen.formats.apery`) and YaneuraOu policy books
+(:mod:`~bookgen.formats.policy`); this module tells DB2016 and Apery apart
+(:func:`detect_format`). Training data: hcp and hcpe records
+(:mod:`~bookgen.formats.hcp`, :mod:`~bookgen.formats.move16`), the book as
+hcpe and policy targets (:mod:`~bookgen.formats.training`). Position files
+(roots, openings, self-play starts, hcp/psfen encoding):
+:mod:`~bookgen.formats.positions`. Game records (CSA and KIF read, CSA
+written, PGN read and written): :mod:`~bookgen.formats.records`.
+"""
 
 from __future__ import annotations
 
