@@ -25,6 +25,7 @@ from bookgen.cli.options import (
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
 from bookgen.errors import BookgenError
+from bookgen.extras import require_extra
 
 
 @click.command("starts")
@@ -258,6 +259,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
     every epoch and on --eval-on files before and after. Ctrl-C stops after
     the current batch and saves the model trained so far.
     """
+    require_extra("torch", "nn", "train")
     from bookgen.selfplay.train import train
 
     files = list(data) + list(more_data)

@@ -21,6 +21,7 @@ from click.core import ParameterSource
 from bookgen.cli.options import book_option, json_option, output_option, seed_option
 from bookgen.cli.support import echo_json, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
+from bookgen.extras import require_extra
 
 RESULTS_ARGUMENT = click.argument("results", nargs=-1, required=True,
                                   type=click.Path(dir_okay=False))
@@ -600,6 +601,7 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
       bookgen report match.sqlite -b book.sqlite -o report.html --markdown report.md
       bookgen report match.sqlite -o r.html --sprt new,base,0,2
     """
+    require_extra("matplotlib", "report", "report")
     from bookgen.analysis.report import build_report, report_summary, write_html, write_markdown
     from bookgen.files import check_output
 

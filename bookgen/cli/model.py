@@ -13,6 +13,7 @@ import click
 
 from bookgen.cli.options import json_option, output_option, seed_option
 from bookgen.cli.support import echo_json, reports_errors
+from bookgen.extras import require_extra
 
 
 def format_info(info: dict[str, Any]) -> str:
@@ -56,6 +57,7 @@ def model_group() -> None:
 def init_command(output: str, blocks: int, channels: int, seed: int, force: bool,
                  as_json: bool) -> None:
     """Write a randomly initialised network (weights and architecture) to OUTPUT."""
+    require_extra("torch", "nn", "model init")
     from bookgen.engines.network.model import init_model
 
     info = init_model(output, blocks=blocks, channels=channels, seed=seed, force=force)
@@ -78,6 +80,7 @@ def export_onnx_command(model: str, output: str, as_json: bool) -> None:
     output_policy (N x 2187 logits) and output_value (N x 1, win probability
     of the side to move, sigmoid applied); N is dynamic.
     """
+    require_extra("torch", "nn", "model export-onnx")
     from bookgen.engines.network.model import export_onnx
 
     info = export_onnx(model, output)
@@ -95,6 +98,7 @@ def export_onnx_command(model: str, output: str, as_json: bool) -> None:
 @reports_errors
 def info_command(model: str, as_json: bool) -> None:
     """Blocks, channels, parameter count and tensors of MODEL (.pt or .onnx)."""
+    require_extra("torch", "nn", "model info")
     from bookgen.engines.network.model import model_info
 
     info = model_info(model)

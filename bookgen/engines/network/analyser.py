@@ -38,6 +38,7 @@ from bookgen.engines.network.features import (
 )
 from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
 from bookgen.errors import BookgenError
+from bookgen.extras import require_extra
 from bookgen.values import EVAL_COEF
 
 if TYPE_CHECKING:  # torch and onnxruntime are imported when an evaluator is made
@@ -133,6 +134,7 @@ class TorchEvaluator(NetworkEvaluator):
 
     def __init__(self, path: str | Path, batch_size: int = 64, threads: int | None = None,
                  coef: float = EVAL_COEF) -> None:
+        require_extra("torch", "nn", f"the torch:{path} evaluator")
         # torch through the model module, which sets torch's thread wait policy first.
         from bookgen.engines.network import model as model_module
 
@@ -172,6 +174,7 @@ class OnnxEvaluator(NetworkEvaluator):
 
     def __init__(self, path: str | Path, batch_size: int = 64, threads: int | None = None,
                  coef: float = EVAL_COEF) -> None:
+        require_extra("onnxruntime", "nn", f"the onnx:{path} evaluator")
         import onnxruntime as ort
 
         _check_options(batch_size, threads)

@@ -47,6 +47,7 @@ from bookgen.engines.network.features import (
     OUTPUT_NAMES,
 )
 from bookgen.errors import BookgenError
+from bookgen.extras import require_extra
 from bookgen.files import atomic_output
 
 MODEL_FORMAT = "bookgen-dlshogi-resnet"
@@ -282,6 +283,7 @@ def export_onnx(model_path: str | Path, onnx_path: str | Path,
     outputs ``output_policy`` (N, 2187) logits and ``output_value`` (N, 1)
     win probability of the side to move (sigmoid applied, as in dlshogi).
     """
+    require_extra("onnx", "nn", "ONNX export")
     import onnx
 
     model = load_model(model_path)
@@ -316,6 +318,7 @@ def export_onnx(model_path: str | Path, onnx_path: str | Path,
 
 
 def _onnx_info(path: Path) -> dict[str, Any]:
+    require_extra("onnx", "nn", "reading ONNX models")
     import onnx
 
     try:
