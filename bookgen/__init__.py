@@ -1,8 +1,9 @@
 """bookgen: grow, refine and use shogi opening books.
 
 This package is the core: the SQLite store (:mod:`bookgen.store`), positions
-and moves (:mod:`bookgen.position`), the book file formats
-(:mod:`bookgen.formats`), the operations on whole books
+and moves (:mod:`bookgen.position`), the file formats
+(:mod:`bookgen.formats`: books, training data, position files, game records),
+the optional dependencies (:mod:`bookgen.extras`), the operations on whole books
 (:mod:`bookgen.bookfiles`: import, export, merge, stats, show), the engines
 (:mod:`bookgen.engines`: evaluators, the built-in search, the USI client, the
 leaf search), game rules and clocks (:mod:`bookgen.play`), worker processes
