@@ -33,7 +33,12 @@ from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.lock import writing
 from bookgen.store.runs import mark_dead_runs
-from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
+from bookgen.workers.runcontrol import (
+    collect_or_abandon,
+    in_flight,
+    shut_down,
+    uncounted_on_failure,
+)
 
 
 @dataclass
@@ -153,11 +158,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
             # A Ctrl-C now waits for these last steps (seconds: engines that do not
             # quit are killed after their grace), so that the run's row is written.
             with stop_on_interrupt():
-                if backend is not None:
-                    if abandon:
-                        backend.terminate()
-                    else:
-                        backend.close()
+                shut_down(backend, abandon=abandon)
                 summary.status = status
                 summary.positions = store.count_positions()
                 summary.moves = store.count_moves()

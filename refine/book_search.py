@@ -64,7 +64,12 @@ from bookgen.store.runs import analysed_positions, mark_dead_runs
 from bookgen.timestamps import utc_now
 from bookgen.values import MATE_VALUE
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner
-from bookgen.workers.runcontrol import collect_or_abandon, in_flight, uncounted_on_failure
+from bookgen.workers.runcontrol import (
+    collect_or_abandon,
+    in_flight,
+    shut_down,
+    uncounted_on_failure,
+)
 
 __all__ = [
     "SELECTIONS", "AnalysisResult", "EngineSettings", "SearchSummary", "engine_settings",
@@ -471,12 +476,8 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
             # A Ctrl-C now waits for these last steps (seconds: engines that do not
             # quit are killed after their grace), so that the run's row is written.
             with stop_on_interrupt():
-                if backend is not None:
-                    if abandon:
-                        backend.terminate()
-                    else:
-                        backend.close()
-                    backend = None
+                shut_down(backend, abandon=abandon)
+                backend = None
                 summary.status = status
                 summary.seconds = time.perf_counter() - start
                 with store.transaction():

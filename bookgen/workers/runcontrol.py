@@ -23,7 +23,7 @@ from typing import TypeVar
 from bookgen.signals import Interrupted, RunStop
 from bookgen.workers.pool import TaskRunner
 
-__all__ = ["collect_or_abandon", "in_flight", "uncounted_on_failure"]
+__all__ = ["collect_or_abandon", "in_flight", "shut_down", "uncounted_on_failure"]
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -39,6 +39,18 @@ def collect_or_abandon(runner: TaskRunner[T, R], stop: RunStop) -> list[R] | Non
     except Interrupted:
         runner.terminate()
         return None
+
+
+def shut_down(runner: TaskRunner[T, R] | None, *, abandon: bool) -> None:
+    """End a run's runner: terminate it when the run failed or was interrupted
+    (``abandon``: tasks in flight dropped, engines killed), else close it (its
+    engines quit)."""
+    if runner is None:
+        return
+    if abandon:
+        runner.terminate()
+    else:
+        runner.close()
 
 
 def in_flight(count: int, noun: str) -> str:
