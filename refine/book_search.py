@@ -57,7 +57,7 @@ from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
 from bookgen.progress import progress_bar
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
-from bookgen.store import DEFAULT_BOOK, Book
+from bookgen.store import DEFAULT_BOOK, Book, writes
 from bookgen.store.index import BookIndex
 from bookgen.store.lock import writing
 from bookgen.store.runs import analysed_positions, mark_dead_runs
@@ -577,10 +577,8 @@ def _record(store: Book, summary: SearchSummary, result: AnalysisResult) -> None
             summary.last_error = result.error
         with store.transaction():
             if result.ok:
-                store.conn.execute(
-                    "INSERT INTO analyses(position_id, run_id, engine, score, mate, bound, "
-                    "depth, seldepth, nodes, bestmove, pv, created_at) VALUES (?, ?, ?, ?, ?, "
-                    "?, ?, ?, ?, ?, ?, ?)",
+                writes.insert_analysis(
+                    store.conn,
                     (result.position_id, summary.run_id, summary.engine, result.score,
                      result.mate, result.bound, result.depth, result.seldepth, result.nodes,
                      result.bestmove, result.pv or None, utc_now()))

@@ -29,7 +29,7 @@ from bookgen.refine.minimax_graph import MinimaxGraph, build_graph
 from bookgen.refine.negascout import negascout
 from bookgen.refine.retrograde import DEPTH_INF, Propagation, analyse, retrograde
 from bookgen.signals import fault_point
-from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book
+from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, queries, writes
 
 __all__ = ["METHODS", "peak_memory_mb", "refine_minimax", "write_results"]
 
@@ -46,7 +46,6 @@ def _depth_or_none(depths: np.ndarray) -> list[int | None]:
 def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id: int
                   ) -> dict[str, int]:
     """Store the minimax values in the caller's transaction; returns row counts."""
-    conn = store.conn
     position_ids = graph.position_ids
     edge = graph.target >= 0
     child = np.where(edge, position_ids[np.where(edge, graph.target, 0)], -1)
@@ -56,33 +55,21 @@ def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id:
     def column(values: np.ndarray, rows: np.ndarray) -> list:
         return values[rows].tolist()
 
-    if graph.stale_transpositions:
-        conn.executemany("DELETE FROM moves WHERE position_id = ? AND move = ?",
-                         graph.stale_transpositions)
     source_ids = position_ids[graph.source]
     moves = np.char.decode(graph.move, "ascii")
     depths = np.where(result.option_depth >= DEPTH_INF, _NONE, result.option_depth)
     links = np.where(link, child, _NONE)
-    # Only rows whose values (or link) change are written, and counted as updated.
-    before = conn.total_changes
-    conn.executemany(
-        "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2, "
-        "child_id = coalesce(child_id, ?3) WHERE position_id = ?4 AND move = ?5 "
-        "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2 "
-        "OR (child_id IS NULL AND ?3 IS NOT NULL))",
-        zip(column(result.option_value, stored), column(depths, stored),
-            column(links, stored), column(source_ids, stored), column(moves, stored)))
-    updated = conn.total_changes - before
     new = ~stored
-    conn.executemany(
-        "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
-        "minimax_value, minimax_depth, run_id) VALUES (?, ?, NULL, NULL, NULL, 0, ?, ?, ?, ?)",
+    # Only rows whose values (or link) change are written, and counted as updated.
+    updated = writes.write_minimax(
+        store.conn, graph.stale_transpositions,
+        zip(column(result.option_value, stored), column(depths, stored),
+            column(links, stored), column(source_ids, stored), column(moves, stored)),
         zip(column(source_ids, new), column(moves, new), column(child, new),
             column(result.option_value, new), column(depths, new),
-            [run_id] * int(new.sum())))
-    conn.executemany("UPDATE positions SET minimax_value = ?, minimax_depth = ? WHERE id = ?",
-                     zip(result.node_value.tolist(), _depth_or_none(result.node_depth),
-                         position_ids.tolist()))
+            [run_id] * int(new.sum())),
+        zip(result.node_value.tolist(), _depth_or_none(result.node_depth),
+            position_ids.tolist()))
     return {"transposition_rows_added": int(new.sum()), "moves_updated": updated,
             "transposition_rows_removed": len(graph.stale_transpositions),
             "child_links_added": int((link & stored).sum())}
@@ -120,12 +107,12 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
     params = {"draw_value_black": draw_value_black, "draw_value_white": draw_value_white,
               "method": method}
     with Book(book, create=False, wait=wait) as store:
-        store.conn.execute("BEGIN")      # one read snapshot for the whole graph
+        queries.begin(store.conn)      # one read snapshot for the whole graph
         try:
-            version = store.conn.execute("PRAGMA data_version").fetchone()[0]
+            version = queries.data_version(store.conn)
             graph = build_graph(store, workers)
         finally:
-            store.conn.execute("COMMIT")
+            queries.commit(store.conn)
         propagation_started = time.perf_counter()
         structure = analyse(graph)
         if method == "retrograde":
@@ -136,7 +123,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
         fault_point("refine-minimax-propagated")
         write_started = time.perf_counter()
         with store.transaction():
-            if store.conn.execute("PRAGMA data_version").fetchone()[0] != version:
+            if queries.data_version(store.conn) != version:
                 raise BookgenError(f"{book}: changed by another process during the refine; "
                                    "nothing written, run it again")
             run_id = store.begin_run(REFINE_MINIMAX_COMMAND, params)

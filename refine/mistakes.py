@@ -55,9 +55,16 @@ from bookgen.position import board_key, signed64
 from bookgen.refine.book_search import EngineSettings, search
 from bookgen.refine.minimax import refine_minimax
 from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
-from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries
+from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries, writes
 from bookgen.store.index import BookIndex
-from bookgen.store.runs import mark_dead_runs, matching_runs
+from bookgen.store.runs import (
+    command_and_params,
+    last_search_with_analyses,
+    latest_analyses,
+    mark_dead_runs,
+    matching_runs,
+    positions_expanded_by,
+)
 from bookgen.timestamps import utc_now
 from bookgen.values import MATE_BOUND, MATE_VALUE
 
@@ -157,18 +164,11 @@ def _analysis_key(book: Book, engine: str | None, analysis_run: int | None
                   ) -> tuple[dict[str, Any], int]:
     """The analysis key to compare with and the run it was taken from."""
     if analysis_run is not None:
-        row = book.conn.execute("SELECT command, params FROM runs WHERE id = ?",
-                                (analysis_run,)).fetchone()
-        if row is None or row[0] != "refine search":
+        run = command_and_params(book, analysis_run)
+        if run is None or run[0] != "refine search":
             raise BookgenError(f"run {analysis_run} is not a refine search run")
-        return json.loads(row[1])["key"], analysis_run
-    query = ("SELECT r.id, r.params FROM runs r WHERE r.command = 'refine search' "
-             "AND EXISTS (SELECT 1 FROM analyses a WHERE a.run_id = r.id)")
-    args: tuple[Any, ...] = ()
-    if engine is not None:
-        query += " AND r.evaluator = ?"
-        args = (engine,)
-    row = book.conn.execute(query + " ORDER BY r.id DESC LIMIT 1", args).fetchone()
+        return json.loads(run[1])["key"], analysis_run
+    row = last_search_with_analyses(book, engine)
     if row is None:
         which = f" by {engine}" if engine else ""
         raise BookgenError(f"{book.path}: no refine search analyses{which}; run "
@@ -176,30 +176,12 @@ def _analysis_key(book: Book, engine: str | None, analysis_run: int | None
     return json.loads(row[1])["key"], row[0]
 
 
-_Analysis = tuple[int, int, int | None, str | None, int | None]
-
-
-def _latest_analyses(book: Book, runs: list[int]) -> dict[int, _Analysis]:
-    """position id -> (run id, score, mate, bestmove, depth) of its latest analysis
-    in ``runs``."""
-    latest: dict[int, _Analysis] = {}
-    for start in range(0, len(runs), 500):
-        chunk = runs[start:start + 500]
-        for pid, run_id, score, mate, bestmove, depth in book.conn.execute(
-                "SELECT position_id, run_id, score, mate, bestmove, depth FROM analyses "
-                f"WHERE run_id IN ({','.join('?' * len(chunk))}) AND score IS NOT NULL",
-                chunk):
-            if pid not in latest or run_id > latest[pid][0]:
-                latest[pid] = (run_id, score, mate, bestmove, depth)
-    return latest
-
-
 def _detect(book: Book, key: dict[str, Any], thr: int, opp: int, diff: int
             ) -> tuple[list[Mistake], int]:
     """Mistakes of the book against the analyses with ``key``; also how many
     positions were compared."""
     index = BookIndex.load(book)
-    analyses = _latest_analyses(book, matching_runs(book, key))
+    analyses = latest_analyses(book, matching_runs(book, key))
     paths = index.paths_from_start()
     found: list[Mistake] = []
     compared = 0
@@ -334,10 +316,8 @@ def _counts(summary: MistakesSummary) -> dict[str, Any]:
 def _record(store: Book, summary: MistakesSummary, iteration: int,
             found: list[Mistake]) -> None:
     with store.transaction():
-        store.conn.executemany(
-            "INSERT INTO mistakes(run_id, iteration, position_id, analysis_run_id, kind, "
-            "book_value, engine_value, difference, book_move, engine_move, reason, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        writes.insert_mistakes(
+            store.conn,
             [(summary.run_id, iteration, m.position_id, m.analysis_run_id, m.kind, m.book_value,
               m.engine_value, m.difference, m.book_move, m.engine_move, m.reason, utc_now())
              for m in found])
@@ -421,9 +401,7 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
             refine_minimax(str(store.path))
     except Interrupted:
         return "interrupted"
-    added = [row[0] for row in store.conn.execute(
-        f"SELECT id FROM positions WHERE expanded_run IN ({','.join('?' * len(grow_runs))})",
-        grow_runs)]
+    added = positions_expanded_by(store, grow_runs)
     if not added:
         return "done"
     if stop.is_set():
@@ -452,27 +430,18 @@ def _add_engine_move(store: Book, summary: MistakesSummary, mistake: Mistake,
     child_sfen = board_key(child_board)
     ply = mistake.ply + 1 if mistake.ply is not None else None
     with store.transaction():
-        row = conn.execute("SELECT id FROM positions WHERE sfen = ?", (child_sfen,)).fetchone()
-        if row is None:
-            child_id = conn.execute(
-                "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (child_sfen, signed64(child_board.zobrist_hash()), ply, child_board.turn,
-                 run_id)).lastrowid
+        found = queries.position_id(conn, child_sfen)
+        if found is None:
+            child_id = writes.add_position(conn, child_sfen, signed64(child_board.zobrist_hash()),
+                                           ply, child_board.turn, run_id)
             positions_added = 1
         else:
-            child_id = row[0]
+            child_id = found
             positions_added = 0
         transposition = queries.has_move(conn, mistake.position_id, engine_move, MoveRows.ALL)
         # A transposition row refine minimax added for this move becomes a book move.
-        conn.execute(
-            "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
-            "eval_value, run_id) VALUES (?, ?, NULL, ?, ?, 1, ?, ?, ?) "
-            "ON CONFLICT(position_id, move) DO UPDATE SET value = excluded.value, "
-            "depth = excluded.depth, count = 1, child_id = excluded.child_id, "
-            "eval_value = excluded.eval_value, run_id = excluded.run_id",
-            (mistake.position_id, mistake.engine_move, mistake.engine_value,
-             mistake.engine_depth, child_id, mistake.engine_value, run_id))
+        writes.upsert_engine_move(conn, mistake.position_id, engine_move, mistake.engine_value,
+                                  mistake.engine_depth, child_id, mistake.engine_value, run_id)
     summary.positions_added += positions_added
     if transposition:
         summary.moves_updated += 1

@@ -39,7 +39,7 @@ from bookgen.arrays import NULL, find_rows
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 from bookgen.formats.positions import POSITION_RECORDS, encode_positions
-from bookgen.store import DEFAULT_BOOK, Book
+from bookgen.store import DEFAULT_BOOK, Book, queries
 from bookgen.store.columns import sql_int_columns
 from bookgen.store.index import BookIndex
 from bookgen.workers.forked import fork_map
@@ -80,9 +80,7 @@ class _Positions:
 
 
 def _mistake_ids(store: Book) -> np.ndarray:
-    tables = {row[0] for row in store.conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "mistakes" not in tables:
+    if "mistakes" not in queries.table_names(store.conn):
         raise BookgenError(f"{store.path}: no mistakes table; run 'bookgen refine mistakes'")
     return sql_int_columns(store.conn, "SELECT DISTINCT position_id AS id FROM mistakes",
                            ["id"])[0]
@@ -107,12 +105,12 @@ def make_starts(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
         raise BookgenError("--min-count and --count-percentile exclude each other")
     with Book(book, create=False, readonly=True) as store:
         # A small page cache: the book is read in a few sequential passes.
-        store.conn.execute(f"PRAGMA cache_size = -{_CACHE_KB}")
-        store.conn.execute("BEGIN")  # one snapshot of the book for all the queries
+        queries.set_cache_size(store.conn, _CACHE_KB)
+        queries.begin(store.conn)  # one snapshot of the book for all the queries
         summary = _starts(store, Path(out), fmt, source, min_ply, max_ply, max_value, side,
                           min_count, count_percentile, weight, limit, seed, values,
                           principal_margin)
-        store.conn.execute("COMMIT")
+        queries.commit(store.conn)
     return summary
 
 
@@ -146,8 +144,7 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
     if min_count is not None:
         keep &= count >= min_count
     # Sorted by sfen: the ids in the order of the sfen index.
-    by_sfen = np.fromiter(chain.from_iterable(store.conn.execute(
-        "SELECT id FROM positions ORDER BY sfen")), dtype=np.int64)
+    by_sfen = np.fromiter(chain.from_iterable(queries.ids_by_sfen(store.conn)), dtype=np.int64)
     total = len(by_sfen)
     ids = by_sfen[np.isin(by_sfen, positions.ids[keep])]
     del by_sfen
@@ -207,9 +204,7 @@ def _sfens(conn: sqlite3.Connection, ids: np.ndarray, total: int) -> Iterator[st
     if len(ids) * 16 < total:  # a few: look them up
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500].tolist()
-            found = dict(conn.execute(
-                f"SELECT id, sfen FROM positions WHERE id IN ({','.join('?' * len(part))})",
-                part))
+            found = queries.sfens_of(conn, part)
             for pid in part:
                 yield found[pid]
         return
@@ -217,7 +212,7 @@ def _sfens(conn: sqlite3.Connection, ids: np.ndarray, total: int) -> Iterator[st
     target = next(wanted, None)
     if target is None:
         return
-    for pid, sfen in conn.execute("SELECT id, sfen FROM positions ORDER BY sfen"):
+    for pid, sfen in queries.ids_and_sfens_by_sfen(conn):
         if pid == target:
             yield sfen
             target = next(wanted, None)

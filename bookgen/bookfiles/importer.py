@@ -17,7 +17,7 @@ from bookgen.formats.parallel import PARALLEL_MIN_BYTES, read_db2016_parallel
 from bookgen.formats.positions import read_roots
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
-from bookgen.store import DEFAULT_BOOK, Book, BulkWriter
+from bookgen.store import DEFAULT_BOOK, Book, BulkWriter, writes
 from bookgen.workers.forked import fork_available
 
 
@@ -79,7 +79,7 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
         summary = ImportSummary(book=str(book))
         # Foreign keys are guaranteed by the writer; checking them per row
         # would double the cost of a bulk load.
-        store.conn.execute("PRAGMA foreign_keys = OFF")
+        writes.foreign_keys_off(store.conn)
         with store.transaction():
             run_id = store.begin_run("import", params)
             writer = BulkWriter(store, run_id)

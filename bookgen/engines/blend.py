@@ -22,7 +22,7 @@ import cshogi
 from bookgen.engines.protocols import Evaluation, Evaluator, EvaluatorBase
 from bookgen.errors import BookgenError
 from bookgen.position import board_key
-from bookgen.store import Book
+from bookgen.store import Book, ValueColumn, queries
 from bookgen.values import EVAL_COEF, cp_to_value
 
 RULES = ("dlshogi", "yaneuraou")
@@ -47,8 +47,7 @@ class BlendEvaluator(EvaluatorBase):
         check_options(rule, weight)
         self.spec = f"blend:{book}:{inner.spec}"
         self.rule, self.weight, self.coef = rule, weight, coef
-        self.value_column = ("coalesce(m.minimax_value, m.value)" if values == "minimax"
-                             else "m.value")
+        self.values = ValueColumn.MINIMAX if values == "minimax" else ValueColumn.RAW
         self.book = Book(book, create=False, readonly=True)
         self.inner = inner
 
@@ -58,10 +57,7 @@ class BlendEvaluator(EvaluatorBase):
 
     def book_moves(self, board: cshogi.Board) -> list[tuple[str, int, int | None]]:
         """(move, count, value) of the position's book moves; empty when not in the book."""
-        return self.book.conn.execute(
-            f"SELECT m.move, m.count, {self.value_column} FROM moves m "
-            "JOIN positions p ON p.id = m.position_id WHERE p.sfen = ?",
-            (board_key(board),)).fetchall()
+        return queries.position_moves(self.book.conn, board_key(board), self.values)
 
     def evaluate(self, boards: Sequence[cshogi.Board]) -> list[Evaluation]:
         evaluations = self.inner.evaluate(boards)

@@ -10,7 +10,10 @@ The readers of each command keep their own choice (``docs/schema.md``):
 - grow, stats, report, suites, export ``--values raw``, merge and the
   "is it a book move" test of ``refine mistakes`` read the own moves;
 - ``refine minimax`` reads every row (its earlier transposition rows are
-  flagged), as do export ``--values minimax`` and :class:`BookIndex`.
+  flagged), as do export ``--values minimax``, :class:`BookIndex` and the blend
+  evaluator's book moves.
+
+:func:`begin` and :func:`commit` bracket reads that must see one snapshot.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from bookgen.store.own_moves import (
     value_sql,
 )
 
-__all__ = ["MoveRow", "best_values_by_turn", "count_moves", "count_positions", "count_runs",
-           "has_move", "iter_moves", "minimax_graph_moves", "minimax_graph_positions",
+__all__ = ["MoveRow", "begin", "best_values_by_turn", "commit", "count_moves",
+           "count_positions", "count_runs", "data_version", "has_move", "ids_and_sfens_by_sfen",
+           "ids_by_sfen", "iter_moves", "minimax_graph_moves", "minimax_graph_positions",
            "minimax_rows", "mistake_counts", "moves_by_run", "plies_of_positions_with_moves",
-           "positions_by_created_run", "positions_with_moves", "refined", "runs_table",
-           "sfen_move_values", "unrefined_move_count"]
+           "position_id", "position_moves", "positions_by_created_run", "positions_with_moves",
+           "refined", "runs_table", "set_cache_size", "sfen_move_values", "sfens_of",
+           "table_names", "unrefined_move_count"]
 
 
 # -- counts ---------------------------------------------------------------------------
@@ -204,3 +209,66 @@ def minimax_graph_moves(conn: sqlite3.Connection, clamp: int) -> sqlite3.Cursor:
         "coalesce(m.value, 0))), m.count, m.child_id IS NOT NULL, "
         f"{transposition_flag_sql() if refined(conn) else 0} FROM moves m "
         "ORDER BY m.position_id, m.move")
+
+
+# -- snapshots and settings -------------------------------------------------------------
+
+
+def begin(conn: sqlite3.Connection) -> None:
+    """Begin a transaction: the reads until :func:`commit` see one snapshot of the book."""
+    conn.execute("BEGIN")
+
+
+def commit(conn: sqlite3.Connection) -> None:
+    conn.execute("COMMIT")
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    """SQLite's ``data_version``: changes when another connection commits to the file."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def set_cache_size(conn: sqlite3.Connection, kib: int) -> None:
+    """Set the connection's page cache to ``kib`` KiB."""
+    conn.execute(f"PRAGMA cache_size = -{kib}")
+
+
+def table_names(conn: sqlite3.Connection) -> set[str]:
+    """The names of the book's tables."""
+    return {row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+# -- positions by sfen --------------------------------------------------------------------
+
+
+def position_id(conn: sqlite3.Connection, sfen: str) -> int | None:
+    """The id of the position ``sfen``, None if the book has none."""
+    row = conn.execute("SELECT id FROM positions WHERE sfen = ?", (sfen,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def ids_by_sfen(conn: sqlite3.Connection) -> Iterator[tuple[int]]:
+    """(id,) of every position, in sfen order (the sfen index)."""
+    return conn.execute("SELECT id FROM positions ORDER BY sfen")
+
+
+def ids_and_sfens_by_sfen(conn: sqlite3.Connection) -> Iterator[tuple[int, str]]:
+    """(id, sfen) of every position, in sfen order (the sfen index)."""
+    return conn.execute("SELECT id, sfen FROM positions ORDER BY sfen")
+
+
+def sfens_of(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+    """id -> sfen of the positions ``ids`` (at most SQLite's number of parameters)."""
+    return dict(conn.execute(
+        f"SELECT id, sfen FROM positions WHERE id IN ({','.join('?' * len(ids))})", ids))
+
+
+def position_moves(conn: sqlite3.Connection, sfen: str,
+                   values: ValueColumn = ValueColumn.RAW) -> list[tuple[str, int, int | None]]:
+    """(move, count, value) of every ``moves`` row (all rows, transposition rows
+    included) of the position ``sfen``; empty when the book does not hold it."""
+    return conn.execute(
+        f"SELECT m.move, m.count, {value_sql(values)} FROM moves m "
+        "JOIN positions p ON p.id = m.position_id WHERE p.sfen = ?",
+        (sfen,)).fetchall()

@@ -1,4 +1,5 @@
-"""The ``runs`` table: finding the runs of dead processes, and runs by their key.
+"""The ``runs`` table: finding the runs of dead processes, runs by their key and
+what they did.
 
 A long run records its process id in its ``runs`` row (``counts.pid``) while
 it is ``running``; a later run marks rows whose process is gone as
@@ -6,7 +7,10 @@ it is ``running``; a later run marks rows whose process is gone as
 command last ran (export reads refine minimax's draw values). ``refine
 search`` runs carry their
 analysis key in ``params.key``: :func:`matching_runs` and
-:func:`analysed_positions` find what runs with the same key did.
+:func:`analysed_positions` find what runs with the same key did,
+:func:`latest_analyses` their latest analyses; ``refine mistakes`` finds its
+key with :func:`command_and_params` or :func:`last_search_with_analyses`, and
+the positions its grow runs expanded with :func:`positions_expanded_by`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from typing import Any
 
 from bookgen.store.book import Book
 
-__all__ = ["analysed_positions", "last_params", "mark_dead_runs", "matching_runs"]
+__all__ = ["Analysis", "analysed_positions", "command_and_params", "last_params",
+           "last_search_with_analyses", "latest_analyses", "mark_dead_runs", "matching_runs",
+           "positions_expanded_by"]
 
 
 def mark_dead_runs(book: Book) -> int:
@@ -69,3 +75,48 @@ def analysed_positions(book: Book, key: dict[str, Any]) -> set[int]:
             f"SELECT position_id FROM analyses WHERE run_id IN ({','.join('?' * len(chunk))})",
             chunk))
     return analysed
+
+
+def command_and_params(book: Book, run_id: int) -> tuple[str, str] | None:
+    """(command, params as JSON text) of run ``run_id``; None if there is none."""
+    row = book.conn.execute("SELECT command, params FROM runs WHERE id = ?",
+                            (run_id,)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def last_search_with_analyses(book: Book, engine: str | None) -> tuple[int, str] | None:
+    """(id, params as JSON text) of the last ``refine search`` run that recorded
+    analyses (with the evaluator ``engine``, if given); None if there is none."""
+    query = ("SELECT r.id, r.params FROM runs r WHERE r.command = 'refine search' "
+             "AND EXISTS (SELECT 1 FROM analyses a WHERE a.run_id = r.id)")
+    args: tuple[Any, ...] = ()
+    if engine is not None:
+        query += " AND r.evaluator = ?"
+        args = (engine,)
+    row = book.conn.execute(query + " ORDER BY r.id DESC LIMIT 1", args).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+Analysis = tuple[int, int, int | None, str | None, int | None]
+
+
+def latest_analyses(book: Book, runs: list[int]) -> dict[int, Analysis]:
+    """position id -> (run id, score, mate, bestmove, depth) of its latest analysis
+    with a score in ``runs``."""
+    latest: dict[int, Analysis] = {}
+    for start in range(0, len(runs), 500):
+        chunk = runs[start:start + 500]
+        for pid, run_id, score, mate, bestmove, depth in book.conn.execute(
+                "SELECT position_id, run_id, score, mate, bestmove, depth FROM analyses "
+                f"WHERE run_id IN ({','.join('?' * len(chunk))}) AND score IS NOT NULL",
+                chunk):
+            if pid not in latest or run_id > latest[pid][0]:
+                latest[pid] = (run_id, score, mate, bestmove, depth)
+    return latest
+
+
+def positions_expanded_by(book: Book, runs: list[int]) -> list[int]:
+    """The positions expanded by ``runs`` (``expanded_run``), in the table's order."""
+    return [row[0] for row in book.conn.execute(
+        f"SELECT id FROM positions WHERE expanded_run IN ({','.join('?' * len(runs))})",
+        runs)]
