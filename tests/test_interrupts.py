@@ -80,17 +80,18 @@ class Hanging:
         self.switch.unlink()
 
 
-def interrupt_when_hung(process: Bookgen, engine: Hanging, count: int
-                        ) -> tuple[int, str, str]:
-    """Ctrl-C once ``count`` engines hang; the exit code and output, after checking
-    that bookgen and every process it started are gone."""
+def ctrl_c_when_marked(process: Bookgen, marks_dir: Path, count: int, what: str,
+                       engines: int = 0) -> tuple[int, str, str]:
+    """Ctrl-C once ``count`` fake engines have left a "hung" mark in ``marks_dir``
+    (and at least ``engines`` of them run); the exit code and output, after
+    checking that bookgen and every process it started are gone."""
     procs = {}
     try:
-        engine.wait_hung(process, count)
+        wait_for(lambda: len(marks(marks_dir, "hung")) >= count, process, what)
         procs = descendants(process.pid)
-        engines = [p for p, cmd in procs.items() if "fake_engine.py" in cmd and
+        running = [p for p, cmd in procs.items() if "fake_engine.py" in cmd and
                    "bookgen.cli" not in cmd]
-        assert len(engines) >= count, procs
+        assert len(running) >= engines, procs
         process.ctrl_c()
         code, out, err = process.finish()
         assert_all_gone(procs)
@@ -98,6 +99,13 @@ def interrupt_when_hung(process: Bookgen, engine: Hanging, count: int
         stop_all(process, procs)
     assert "Traceback" not in err, err
     return code, out, err
+
+
+def interrupt_when_hung(process: Bookgen, engine: Hanging, count: int
+                        ) -> tuple[int, str, str]:
+    """Ctrl-C once ``count`` engines hang on ``go`` (see :func:`ctrl_c_when_marked`)."""
+    return ctrl_c_when_marked(process, engine.marks, count, f"{count} hanging engines",
+                              engines=count)
 
 
 # --------------------------------------------------------------------------
@@ -436,16 +444,8 @@ def test_ctrl_c_while_grow_starts_its_engine_marks_the_run_interrupted(small_boo
                          "--mark-dir", marks_dir)
     process = Bookgen(tmp_path, "grow", "-b", book, "--evaluator", f"usi:{engine}",
                       "--nodes", "100", "--positions", "3")
-    procs = {}
-    try:
-        wait_for(lambda: marks(marks_dir, "hung"), process, "the engine's start")
-        procs = descendants(process.pid)
-        process.ctrl_c()
-        code, out, err = process.finish()
-        assert_all_gone(procs)
-    finally:
-        stop_all(process, procs)
-    assert code == 130 and "Traceback" not in err, out + err
+    code, out, err = ctrl_c_when_marked(process, marks_dir, 1, "the engine's start")
+    assert code == 130, out + err
     assert statuses(book, "grow") == ["done", "interrupted"]
 
 
@@ -461,16 +461,8 @@ def test_ctrl_c_while_refine_search_closes_its_first_engine_marks_the_run_interr
     engine = fake_engine("--multipv", "--hang-on-quit", "--mark-dir", marks_dir)
     process = Bookgen(tmp_path, "refine", "search", "-b", book, "--engine", f"usi:{engine}",
                       "--nodes", "100", "--workers", "2")
-    procs = {}
-    try:
-        wait_for(lambda: marks(marks_dir, "hung"), process, "the engine's quit")
-        procs = descendants(process.pid)
-        process.ctrl_c()
-        code, out, err = process.finish()
-        assert_all_gone(procs)
-    finally:
-        stop_all(process, procs)
-    assert code == 130 and "Traceback" not in err, out + err
+    code, out, err = ctrl_c_when_marked(process, marks_dir, 1, "the engine's quit")
+    assert code == 130, out + err
     assert statuses(book, "refine search") == ["interrupted"]
 
 
@@ -493,17 +485,9 @@ def test_ctrl_c_while_the_engine_shuts_down_leaves_the_run_finished(small_book, 
         args, quits = ["refine", "search", "-b", book, "--engine", f"usi:{engine}",
                        "--limit", "2"], 1
     process = Bookgen(tmp_path, *args, "--nodes", "100")
-    procs = {}
-    try:
-        wait_for(lambda: len(marks(marks_dir, "hung")) >= quits, process,
-                 "the run's engine ignoring quit")
-        procs = descendants(process.pid)
-        process.ctrl_c()
-        code, out, err = process.finish()
-        assert_all_gone(procs)
-    finally:
-        stop_all(process, procs)
-    assert code == 0 and "Traceback" not in err, out + err
+    code, out, err = ctrl_c_when_marked(process, marks_dir, quits,
+                                        "the run's engine ignoring quit")
+    assert code == 0, out + err
     assert statuses(book, command) == (["done", "done"] if command == "grow" else ["done"])
 
 
