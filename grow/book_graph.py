@@ -16,7 +16,8 @@ search that chose it and the reply that search expected.
 
 :attr:`GrowGraph.written` counts the rows the graph wrote since it was
 loaded: positions and moves inserted, and existing move rows changed (each
-once), which ``grow`` stores in its ``runs`` row.
+once), which ``grow`` stores in its ``runs`` row. The SQL of those reads and
+writes is in the store (:mod:`bookgen.store.queries`, :mod:`bookgen.store.writes`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import cshogi
 
 from bookgen.grow.book_moves import BookMoveChoice
 from bookgen.position import board_key, signed64
-from bookgen.store import Book, MoveRows, queries
+from bookgen.store import Book, MoveRows, queries, writes
 from bookgen.values import MATE_VALUE
 
 MAX_REVISITS = 8  # times one propagation may revisit a node whose value keeps changing
@@ -91,8 +92,7 @@ class GrowGraph:
         graph = cls()
         conn = book.conn
         by_id: dict[int, Node] = {}
-        for pid, sfen, ply, turn, value, expanded in conn.execute(
-                "SELECT id, sfen, ply, turn, value, expanded_run IS NOT NULL FROM positions"):
+        for pid, sfen, ply, turn, value, expanded in queries.positions_for_grow(conn):
             node = Node(sfen, ply, turn, pid, bool(expanded), value)
             graph.nodes[sfen] = by_id[pid] = node
         # The book's own moves: refine's transposition rows are not book moves.
@@ -126,8 +126,7 @@ class GrowGraph:
                 if child is not None and child.id is not None and node.id is not None:
                     links.append((child.id, node.id, edge.move))
                     self._count_update(edge)
-        book.conn.executemany(
-            "UPDATE moves SET child_id = ? WHERE position_id = ? AND move = ?", links)
+        writes.link_children(book.conn, links)
         return len(links)
 
     def _count_update(self, edge: Edge) -> None:
@@ -163,21 +162,15 @@ class GrowGraph:
         if node is None:
             node = self.nodes[sfen] = Node(sfen, ply, board.turn)
         node.id = self._upsert_position(book, sfen, board, ply, run_id)
-        conn.execute(
-            "UPDATE positions SET visits = ?, value = ?, win_rate = ?, expanded_run = ? "
-            "WHERE id = ?", (visits, root_value, root_win_rate, run_id, node.id))
+        writes.record_expansion(conn, node.id, visits, root_value, root_win_rate, run_id)
         node.expanded = True
         for parent_sfen in self.parents.get(sfen, ()):  # record links found by walking
             parent = self.nodes[parent_sfen]
             for edge in parent.edges:
                 if edge.child == sfen and parent.id is not None:
-                    cursor = conn.execute("UPDATE moves SET child_id = ? WHERE position_id = ? "
-                                          "AND move = ? AND child_id IS NULL",
-                                          (node.id, parent.id, edge.move))
-                    if cursor.rowcount:
+                    if writes.link_child(conn, parent.id, edge.move, node.id):
                         self._count_update(edge)
-        stored = {row[0] for row in conn.execute(
-            "SELECT move FROM moves WHERE position_id = ?", (node.id,))}
+        stored = queries.move_names(conn, node.id)
         previous = {edge.move: edge for edge in node.edges}
         node.edges = []
         child_ply = ply + 1 if ply is not None else None
@@ -203,20 +196,12 @@ class GrowGraph:
             else:
                 self._count_update(edge)
             node.edges.append(edge)
-            conn.execute(
-                "INSERT INTO moves(position_id, move, ponder, value, depth, count, visits, "
-                "prior, win_rate, child_id, eval_value, run_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(position_id, move) DO UPDATE SET ponder = excluded.ponder, "
-                "value = excluded.value, depth = excluded.depth, "
-                "count = excluded.count, visits = excluded.visits, prior = excluded.prior, "
-                "win_rate = excluded.win_rate, child_id = excluded.child_id, "
-                "eval_value = excluded.eval_value, run_id = excluded.run_id",
-                (node.id, choice.move, ponder, value, depth, choice.count, choice.visits,
-                 choice.prior, choice.win_rate, child.id, choice.value, run_id))
+            writes.upsert_grown_move(conn, writes.GrownMoveRow(
+                node.id, choice.move, ponder, value, depth, choice.count, choice.visits,
+                choice.prior, choice.win_rate, child.id, choice.value, run_id))
         node.value = max((e.value for e in node.edges), default=-MATE_VALUE)
         if node.value != root_value:  # a move into an expanded child took its value
-            conn.execute("UPDATE positions SET value = ? WHERE id = ?", (node.value, node.id))
+            writes.set_position_value(conn, node.id, node.value)
         return self._propagate(book, node)
 
     def _propagate(self, book: Book, start: Node) -> list[Node]:
@@ -248,18 +233,14 @@ class GrowGraph:
                         if (edge.value, edge.depth, edge.ponder) != through:
                             self._count_update(edge)
                         edge.value, edge.depth, edge.ponder = through
-                        book.conn.execute(
-                            "UPDATE moves SET value = ?, depth = ?, ponder = ? "
-                            "WHERE position_id = ? AND move = ?",
-                            (*through, parent.id, edge.move))
+                        writes.set_move_line(book.conn, parent.id, edge.move, *through)
                 new_value = max(e.value for e in parent.edges)
                 new_first = parent.first_edge()
                 best_moved = (new_first.move if new_first is not None else None) != first_move
                 if new_value != parent.value or best_moved:
                     if new_value != parent.value:
                         parent.value = new_value
-                        book.conn.execute("UPDATE positions SET value = ? WHERE id = ?",
-                                          (new_value, parent.id))
+                        writes.set_position_value(book.conn, parent.id, new_value)
                     changed[parent.sfen] = parent
                     visits[parent.sfen] += 1
                     if parent.sfen not in queued and visits[parent.sfen] <= MAX_REVISITS:
@@ -273,18 +254,10 @@ class GrowGraph:
     def _upsert_position(self, book: Book, sfen: str, board: cshogi.Board, ply: int | None,
                          run_id: int) -> int:
         """The position's id, inserting its row (counted) when it is new."""
-        row = book.conn.execute("SELECT id, ply FROM positions WHERE sfen = ?",
-                                (sfen,)).fetchone()
-        if row is not None:
-            if ply is not None and (row[1] is None or ply < row[1]):
-                book.conn.execute("UPDATE positions SET ply = ? WHERE id = ?", (ply, row[0]))
-            return int(row[0])
-        cursor = book.conn.execute(
-            "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) VALUES (?, ?, ?, ?, ?)",
-            (sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id))
-        self.written.positions_added += 1
-        position_id = cursor.lastrowid
-        assert position_id is not None  # set by the INSERT
+        position_id, inserted = writes.upsert_position(
+            book.conn, sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id)
+        if inserted:
+            self.written.positions_added += 1
         return position_id
 
 
