@@ -339,7 +339,7 @@ def select_positions(index: BookIndex, select: str = "all", min_visits: int | No
         if min_visits is None:
             raise BookgenError("--select visits needs --min-visits N")
         rows = index.with_moves_rows()
-        visits = index.visits_column[rows]
+        visits = index.column("visits")[rows]
         return index.ids[rows[np.where(visits == NULL, 0, visits) >= min_visits]].tolist()
     raise BookgenError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
 

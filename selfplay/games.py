@@ -521,7 +521,8 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
 
         return PlayerConfig(
             spec=spec, playouts=playouts,
-            batch_size=batch_size if batch_size is not None else default_batch_size(spec),
+            batch_size=(batch_size if batch_size is not None
+                        else default_batch_size(spec) if PlayerConfig(spec).kind == "mcts" else 1),
             random_moves=random_moves,
             temperature=temperature, random_cutoff=random_cutoff,
             evaluator_options=tuple(sorted((evaluator_options or {}).items())),

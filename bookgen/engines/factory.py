@@ -14,11 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from bookgen.engines.protocols import Evaluator
-from bookgen.errors import BookgenError
+from bookgen.engines.spec import EngineSpec, parse_spec
 
 __all__ = ["DEFAULT_BATCH_SIZES", "batch_size_help", "default_batch_size", "make_evaluator"]
-
-EVALUATOR_KINDS = ("builtin", "usi", "torch", "onnx", "blend")
 
 # Leaves an MCTS search evaluates together, when --batch-size is not given.
 # The built-in evaluator costs the same per leaf at any batch size; a network
@@ -30,13 +28,12 @@ EVALUATOR_KINDS = ("builtin", "usi", "torch", "onnx", "blend")
 DEFAULT_BATCH_SIZES = {"builtin": 1, "usi": 1, "torch": 16, "onnx": 16}
 
 
-def default_batch_size(spec: str) -> int:
+def default_batch_size(spec: str | EngineSpec) -> int:
     """The MCTS batch size used for ``spec`` when none is given (``blend:BOOK:INNER``:
     INNER's)."""
-    kind, _, argument = spec.partition(":")
-    if kind == "blend":
-        return default_batch_size(argument.partition(":")[2])
-    return DEFAULT_BATCH_SIZES.get(kind, 1)
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    return DEFAULT_BATCH_SIZES.get(spec.base.kind, 1)
 
 
 def batch_size_help() -> str:
@@ -50,31 +47,31 @@ def batch_size_help() -> str:
     return "default: " + ", ".join(parts) + " (blend: as its inner evaluator)"
 
 
-def make_evaluator(spec: str, **options: Any) -> Evaluator:
-    """The evaluator named by ``spec``; ``options`` go to its constructor."""
-    kind, _, argument = spec.partition(":")
-    if kind == "builtin" and not argument:
+def make_evaluator(spec: str | EngineSpec, **options: Any) -> Evaluator:
+    """The evaluator named by ``spec`` (an analyser spec); ``options`` go to its
+    constructor."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    if spec.kind == "builtin":
         from bookgen.engines.builtin.analyser import BuiltinEvaluator
         return BuiltinEvaluator(**options)
-    if kind == "usi" and argument:
+    if spec.kind == "usi":
         from bookgen.engines.usi.analyser import UsiEvaluator
-        return UsiEvaluator(argument, **options)
-    if kind == "torch" and argument:
+        return UsiEvaluator(spec.argument, **options)
+    if spec.kind == "torch":
         from bookgen.engines.network.analyser import TorchEvaluator
-        return TorchEvaluator(argument, **options)
-    if kind == "onnx" and argument:
+        return TorchEvaluator(spec.argument, **options)
+    if spec.kind == "onnx":
         from bookgen.engines.network.analyser import OnnxEvaluator
-        return OnnxEvaluator(argument, **options)
-    if kind == "blend" and ":" in argument:
+        return OnnxEvaluator(spec.argument, **options)
+    if spec.kind == "blend" and spec.inner is not None:
         from bookgen.engines import blend
-        book, _, inner_spec = argument.partition(":")
         blend_options = {name: options.pop(name) for name in blend.OPTIONS if name in options}
         blend.check_options(**blend_options)
-        inner = make_evaluator(inner_spec, **options)
+        inner = make_evaluator(spec.inner, **options)
         try:
-            return blend.BlendEvaluator(book, inner, **blend_options)
+            return blend.BlendEvaluator(spec.argument, inner, **blend_options)
         except BaseException:
             inner.close()
             raise
-    raise BookgenError(f"unknown evaluator {spec!r} (use builtin, usi:COMMAND, torch:PATH, "
-                       "onnx:PATH or blend:BOOK:INNER)")
+    raise ValueError(f"{spec} is not an analyser")
