@@ -30,17 +30,16 @@ from bookgen.store.own_moves import (
     MoveRows,
     ValueColumn,
     own_rows_sql,
-    transposition_flag_sql,
     value_sql,
 )
 
 __all__ = ["MoveRow", "begin", "best_values_by_turn", "commit", "count_moves", "count_positions",
            "count_runs", "data_version", "has_move", "ids_and_sfens_by_sfen", "ids_by_sfen",
-           "iter_moves", "minimax_graph_moves", "minimax_graph_positions", "minimax_rows",
-           "mistake_counts", "move_names", "moves_by_run", "plies_of_positions_with_moves",
-           "position_id", "position_moves", "positions_by_created_run", "positions_for_grow",
-           "positions_with_moves", "refined", "runs_table", "set_cache_size", "sfen_move_values",
-           "sfens_of", "table_names", "unrefined_move_count"]
+           "iter_moves", "minimax_rows", "mistake_counts", "move_names", "moves_by_run",
+           "plies_of_positions_with_moves", "position_id", "position_moves",
+           "positions_by_created_run", "positions_for_grow", "positions_with_moves", "refined",
+           "runs_table", "set_cache_size", "sfen_move_values", "sfens_of", "table_names",
+           "unrefined_move_count"]
 
 
 # -- counts ---------------------------------------------------------------------------
@@ -207,28 +206,6 @@ def positions_for_grow(conn: sqlite3.Connection
     (``expanded``: 1 when a run expanded it)."""
     yield from conn.execute(
         "SELECT id, sfen, ply, turn, value, expanded_run IS NOT NULL FROM positions")
-
-
-# -- refine minimax's graph -------------------------------------------------------------
-
-
-def minimax_graph_positions(conn: sqlite3.Connection) -> list[tuple[int, str, int, int]]:
-    """(id, sfen, zobrist, turn) of every position with a ``moves`` row (any), by id."""
-    return conn.execute(
-        "SELECT p.id, p.sfen, p.zobrist, p.turn FROM positions p "
-        "WHERE EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) ORDER BY p.id"
-    ).fetchall()
-
-
-def minimax_graph_moves(conn: sqlite3.Connection, clamp: int) -> sqlite3.Cursor:
-    """Every ``moves`` row ordered by (position id, move): (position_id, move, value
-    clamped to +-``clamp`` with NULL read as 0, count, child linked, a transposition
-    row of an earlier ``refine minimax``)."""
-    return conn.execute(
-        f"SELECT m.position_id, m.move, max({-clamp}, min({clamp}, "
-        "coalesce(m.value, 0))), m.count, m.child_id IS NOT NULL, "
-        f"{transposition_flag_sql() if refined(conn) else 0} FROM moves m "
-        "ORDER BY m.position_id, m.move")
 
 
 # -- snapshots and settings -------------------------------------------------------------
