@@ -16,8 +16,13 @@ search that chose it and the reply that search expected.
 
 :attr:`GrowGraph.written` counts the rows the graph wrote since it was
 loaded: positions and moves inserted, and existing move rows changed (each
-once), which ``grow`` stores in its ``runs`` row. The SQL of those reads and
-writes is in the store (:mod:`bookgen.store.queries`, :mod:`bookgen.store.writes`).
+once), which ``grow`` stores in its ``runs`` row.
+
+The graph is read through the book index (:data:`GROW_INDEX`: the book's own
+moves, stored child links only). A move whose child the book does not link
+(imported books) gets its child sfen when it is first played, also when the
+child is not in the book, so that the parents of a later expansion are known.
+The writes are :mod:`bookgen.store.writes`' functions.
 """
 
 from __future__ import annotations
@@ -27,13 +32,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import cshogi
+import numpy as np
 
+from bookgen.arrays import NULL
 from bookgen.grow.book_moves import BookMoveChoice
 from bookgen.position import board_key, signed64
-from bookgen.store import Book, MoveRows, queries, writes
+from bookgen.store import Book, MoveRows, ValueColumn, queries, writes
+from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.values import MATE_VALUE
 
 MAX_REVISITS = 8  # times one propagation may revisit a node whose value keeps changing
+
+# What grow reads of a book: every position with its ply, side to move, value and
+# whether a run expanded it, and the book's own moves with their raw value, count,
+# depth and ponder; a stored child link is kept, none is looked for.
+GROW_INDEX = IndexSpec(positions=frozenset({"ply", "turn", "value", "expanded"}),
+                       rows=MoveRows.OWN, values=(ValueColumn.RAW,),
+                       edges=frozenset({"count", "depth", "ponder"}),
+                       resolve_children=False, sfens=True)
 
 
 @dataclass
@@ -89,24 +105,47 @@ class GrowGraph:
 
     @classmethod
     def load(cls, book: Book) -> GrowGraph:
+        """The graph of ``book``: every position and the book's own moves, read
+        through the book index (:data:`GROW_INDEX`)."""
+        return cls.from_index(BookIndex.load(book, GROW_INDEX))
+
+    @classmethod
+    def from_index(cls, index: BookIndex) -> GrowGraph:
+        """The graph of an index read as :data:`GROW_INDEX` says: a node per
+        position in id order, its edges in move order. A move without a stored
+        child link gets its child when it is first played (:meth:`child_of`,
+        :meth:`link_children`). A node with moves counts as expanded, and
+        without a value of its own it is worth its best move."""
         graph = cls()
-        conn = book.conn
-        by_id: dict[int, Node] = {}
-        for pid, sfen, ply, turn, value, expanded in queries.positions_for_grow(conn):
-            node = Node(sfen, ply, turn, pid, bool(expanded), value)
-            graph.nodes[sfen] = by_id[pid] = node
-        # The book's own moves: refine's transposition rows are not book moves.
-        for pid, move, value, count, child_id, depth, ponder in queries.iter_moves(
-                conn, MoveRows.OWN):
-            node = by_id[pid]
-            child = by_id[child_id].sfen if child_id is not None else None
-            node.edges.append(Edge(move, value if value is not None else 0, count, child,
-                                   depth or 0, ponder))
+        sfens = index.sfens()
+        nodes = []
+        for pid, sfen, ply, turn, value, expanded in zip(
+                index.ids.tolist(), sfens, index.column("ply").tolist(),
+                index.column("turn").tolist(), index.column("value").tolist(),
+                index.column("expanded").tolist()):
+            node = Node(sfen, None if ply == NULL else ply, turn, pid, bool(expanded),
+                        None if value == NULL else value)
+            graph.nodes[sfen] = node
+            nodes.append(node)
+        names, ponders = index.move_names, index.ponder_names
+        assert index.edge_count is not None and index.edge_depth is not None
+        assert index.edge_ponder is not None and ponders is not None
+        moves, values = index.edge_move.tolist(), index.value_column().tolist()
+        counts, depths = index.edge_count.tolist(), index.edge_depth.tolist()
+        ponder_ranks, children = index.edge_ponder.tolist(), index.edge_child.tolist()
+        linked, indptr = index.edge_linked.tolist(), index.indptr.tolist()
+        for row in np.flatnonzero(index.has_moves).tolist():
+            node = nodes[row]
+            for e in range(indptr[row], indptr[row + 1]):
+                child = sfens[children[e]] if linked[e] and children[e] >= 0 else None
+                node.edges.append(Edge(
+                    names[moves[e]], 0 if values[e] == NULL else values[e], counts[e], child,
+                    0 if depths[e] == NULL else depths[e],
+                    None if ponder_ranks[e] < 0 else ponders[ponder_ranks[e]]))
+                if child is not None:
+                    graph.parents.setdefault(child, set()).add(node.sfen)
             node.expanded = True  # a position with book moves counts as expanded
-            if child is not None:
-                graph.parents.setdefault(child, set()).add(node.sfen)
-        for node in graph.nodes.values():
-            if node.edges and node.value is None:
+            if node.value is None:
                 node.value = max(e.value for e in node.edges)
         return graph
 

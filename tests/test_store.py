@@ -385,6 +385,6 @@ def test_grow_writes(tmp_path):
         writes.set_position_value(conn, child, -12)
         assert conn.execute("SELECT visits, value, win_rate, expanded_run FROM positions "
                             "WHERE id = ?", (parent,)).fetchone() == (100, 35, 0.55, run)
-        assert list(queries.positions_for_grow(conn)) == [
-            (parent, "P", 2, 0, 35, 1), (child, "C", None, 1, -12, 0),
-            (other, "O", None, 1, None, 0)]
+        assert conn.execute("SELECT id, value, expanded_run FROM positions ORDER BY id"
+                            ).fetchall() == [(parent, 35, run), (child, -12, None),
+                                             (other, None, None)]

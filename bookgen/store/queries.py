@@ -33,12 +33,11 @@ from bookgen.store.own_moves import (
     value_sql,
 )
 
-__all__ = ["MoveRow", "begin", "best_values_by_turn", "commit", "count_moves", "count_positions",
-           "count_runs", "data_version", "has_move", "ids_and_sfens_by_sfen", "ids_by_sfen",
-           "iter_moves", "minimax_rows", "mistake_counts", "move_names", "moves_by_run",
-           "plies_of_positions_with_moves", "position_id", "position_moves",
-           "positions_by_created_run", "positions_for_grow", "positions_with_moves", "refined",
-           "runs_table", "set_cache_size", "sfen_move_values", "sfens_of", "table_names",
+__all__ = ["begin", "best_values_by_turn", "commit", "count_moves", "count_positions", "count_runs",
+           "data_version", "has_move", "ids_and_sfens_by_sfen", "ids_by_sfen", "minimax_rows",
+           "mistake_counts", "move_names", "moves_by_run", "plies_of_positions_with_moves",
+           "position_id", "position_moves", "positions_by_created_run", "positions_with_moves",
+           "refined", "runs_table", "set_cache_size", "sfen_move_values", "sfens_of", "table_names",
            "unrefined_move_count"]
 
 
@@ -166,17 +165,6 @@ def move_names(conn: sqlite3.Connection, position_id: int) -> set[str]:
         "SELECT move FROM moves WHERE position_id = ?", (position_id,))}
 
 
-MoveRow = tuple[int, str, int | None, int, int | None, int | None, str | None]
-
-
-def iter_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN) -> Iterator[MoveRow]:
-    """(position_id, move, value, count, child_id, depth, ponder) of every move
-    (``rows``), in the table's order."""
-    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
-    yield from conn.execute(
-        f"SELECT position_id, move, value, count, child_id, depth, ponder FROM moves m{where}")
-
-
 def sfen_move_values(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
                      rows: MoveRows = MoveRows.OWN) -> Iterator[tuple[str, str, int | None]]:
     """(sfen, move, value) of every move (``rows``), in the table's order."""
@@ -195,17 +183,6 @@ def minimax_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int | None, in
     yield from conn.execute(
         "SELECT p.sfen, p.ply, p.turn, m.move, m.ponder, m.minimax_value, m.minimax_depth, "
         "m.count FROM positions p JOIN moves m ON m.position_id = p.id ORDER BY p.sfen")
-
-
-# -- grow's graph ------------------------------------------------------------------------
-
-
-def positions_for_grow(conn: sqlite3.Connection
-                       ) -> Iterator[tuple[int, str, int | None, int, int | None, int]]:
-    """(id, sfen, ply, turn, value, expanded) of every position, in the table's order
-    (``expanded``: 1 when a run expanded it)."""
-    yield from conn.execute(
-        "SELECT id, sfen, ply, turn, value, expanded_run IS NOT NULL FROM positions")
 
 
 # -- snapshots and settings -------------------------------------------------------------
