@@ -17,6 +17,12 @@ search that chose it and the reply that search expected.
 :attr:`GrowGraph.written` counts the rows the graph wrote since it was
 loaded: positions and moves inserted, and existing move rows changed (each
 once), which ``grow`` stores in its ``runs`` row.
+
+The graph is read through the book index (:data:`GROW_INDEX`: the book's own
+moves, stored child links only). A move whose child the book does not link
+(imported books) gets its child sfen when it is first played, also when the
+child is not in the book, so that the parents of a later expansion are known.
+The writes are :mod:`bookgen.store.writes`' functions.
 """
 
 from __future__ import annotations
@@ -26,13 +32,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import cshogi
+import numpy as np
 
+from bookgen.arrays import NULL
 from bookgen.grow.book_moves import BookMoveChoice
 from bookgen.position import board_key, signed64
-from bookgen.store import Book, MoveRows, queries
+from bookgen.store import Book, MoveRows, ValueColumn, queries, writes
+from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.values import MATE_VALUE
 
 MAX_REVISITS = 8  # times one propagation may revisit a node whose value keeps changing
+
+# What grow reads of a book: every position with its ply, side to move, value and
+# whether a run expanded it, and the book's own moves with their raw value, count,
+# depth and ponder; a stored child link is kept, none is looked for.
+GROW_INDEX = IndexSpec(positions=frozenset({"ply", "turn", "value", "expanded"}),
+                       rows=MoveRows.OWN, values=(ValueColumn.RAW,),
+                       edges=frozenset({"count", "depth", "ponder"}),
+                       resolve_children=False, sfens=True)
 
 
 @dataclass
@@ -88,25 +105,47 @@ class GrowGraph:
 
     @classmethod
     def load(cls, book: Book) -> GrowGraph:
+        """The graph of ``book``: every position and the book's own moves, read
+        through the book index (:data:`GROW_INDEX`)."""
+        return cls.from_index(BookIndex.load(book, GROW_INDEX))
+
+    @classmethod
+    def from_index(cls, index: BookIndex) -> GrowGraph:
+        """The graph of an index read as :data:`GROW_INDEX` says: a node per
+        position in id order, its edges in move order. A move without a stored
+        child link gets its child when it is first played (:meth:`child_of`,
+        :meth:`link_children`). A node with moves counts as expanded, and
+        without a value of its own it is worth its best move."""
         graph = cls()
-        conn = book.conn
-        by_id: dict[int, Node] = {}
-        for pid, sfen, ply, turn, value, expanded in conn.execute(
-                "SELECT id, sfen, ply, turn, value, expanded_run IS NOT NULL FROM positions"):
-            node = Node(sfen, ply, turn, pid, bool(expanded), value)
-            graph.nodes[sfen] = by_id[pid] = node
-        # The book's own moves: refine's transposition rows are not book moves.
-        for pid, move, value, count, child_id, depth, ponder in queries.iter_moves(
-                conn, MoveRows.OWN):
-            node = by_id[pid]
-            child = by_id[child_id].sfen if child_id is not None else None
-            node.edges.append(Edge(move, value if value is not None else 0, count, child,
-                                   depth or 0, ponder))
+        sfens = index.sfens()
+        nodes = []
+        for pid, sfen, ply, turn, value, expanded in zip(
+                index.ids.tolist(), sfens, index.column("ply").tolist(),
+                index.column("turn").tolist(), index.column("value").tolist(),
+                index.column("expanded").tolist()):
+            node = Node(sfen, None if ply == NULL else ply, turn, pid, bool(expanded),
+                        None if value == NULL else value)
+            graph.nodes[sfen] = node
+            nodes.append(node)
+        names, ponders = index.move_names, index.ponder_names
+        assert index.edge_count is not None and index.edge_depth is not None
+        assert index.edge_ponder is not None and ponders is not None
+        moves, values = index.edge_move.tolist(), index.value_column().tolist()
+        counts, depths = index.edge_count.tolist(), index.edge_depth.tolist()
+        ponder_ranks, children = index.edge_ponder.tolist(), index.edge_child.tolist()
+        linked, indptr = index.edge_linked.tolist(), index.indptr.tolist()
+        for row in np.flatnonzero(index.has_moves).tolist():
+            node = nodes[row]
+            for e in range(indptr[row], indptr[row + 1]):
+                child = sfens[children[e]] if linked[e] and children[e] >= 0 else None
+                node.edges.append(Edge(
+                    names[moves[e]], 0 if values[e] == NULL else values[e], counts[e], child,
+                    0 if depths[e] == NULL else depths[e],
+                    None if ponder_ranks[e] < 0 else ponders[ponder_ranks[e]]))
+                if child is not None:
+                    graph.parents.setdefault(child, set()).add(node.sfen)
             node.expanded = True  # a position with book moves counts as expanded
-            if child is not None:
-                graph.parents.setdefault(child, set()).add(node.sfen)
-        for node in graph.nodes.values():
-            if node.edges and node.value is None:
+            if node.value is None:
                 node.value = max(e.value for e in node.edges)
         return graph
 
@@ -126,8 +165,7 @@ class GrowGraph:
                 if child is not None and child.id is not None and node.id is not None:
                     links.append((child.id, node.id, edge.move))
                     self._count_update(edge)
-        book.conn.executemany(
-            "UPDATE moves SET child_id = ? WHERE position_id = ? AND move = ?", links)
+        writes.link_children(book.conn, links)
         return len(links)
 
     def _count_update(self, edge: Edge) -> None:
@@ -163,21 +201,15 @@ class GrowGraph:
         if node is None:
             node = self.nodes[sfen] = Node(sfen, ply, board.turn)
         node.id = self._upsert_position(book, sfen, board, ply, run_id)
-        conn.execute(
-            "UPDATE positions SET visits = ?, value = ?, win_rate = ?, expanded_run = ? "
-            "WHERE id = ?", (visits, root_value, root_win_rate, run_id, node.id))
+        writes.record_expansion(conn, node.id, visits, root_value, root_win_rate, run_id)
         node.expanded = True
         for parent_sfen in self.parents.get(sfen, ()):  # record links found by walking
             parent = self.nodes[parent_sfen]
             for edge in parent.edges:
                 if edge.child == sfen and parent.id is not None:
-                    cursor = conn.execute("UPDATE moves SET child_id = ? WHERE position_id = ? "
-                                          "AND move = ? AND child_id IS NULL",
-                                          (node.id, parent.id, edge.move))
-                    if cursor.rowcount:
+                    if writes.link_child(conn, parent.id, edge.move, node.id):
                         self._count_update(edge)
-        stored = {row[0] for row in conn.execute(
-            "SELECT move FROM moves WHERE position_id = ?", (node.id,))}
+        stored = queries.move_names(conn, node.id)
         previous = {edge.move: edge for edge in node.edges}
         node.edges = []
         child_ply = ply + 1 if ply is not None else None
@@ -203,20 +235,12 @@ class GrowGraph:
             else:
                 self._count_update(edge)
             node.edges.append(edge)
-            conn.execute(
-                "INSERT INTO moves(position_id, move, ponder, value, depth, count, visits, "
-                "prior, win_rate, child_id, eval_value, run_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(position_id, move) DO UPDATE SET ponder = excluded.ponder, "
-                "value = excluded.value, depth = excluded.depth, "
-                "count = excluded.count, visits = excluded.visits, prior = excluded.prior, "
-                "win_rate = excluded.win_rate, child_id = excluded.child_id, "
-                "eval_value = excluded.eval_value, run_id = excluded.run_id",
-                (node.id, choice.move, ponder, value, depth, choice.count, choice.visits,
-                 choice.prior, choice.win_rate, child.id, choice.value, run_id))
+            writes.upsert_grown_move(conn, writes.GrownMoveRow(
+                node.id, choice.move, ponder, value, depth, choice.count, choice.visits,
+                choice.prior, choice.win_rate, child.id, choice.value, run_id))
         node.value = max((e.value for e in node.edges), default=-MATE_VALUE)
         if node.value != root_value:  # a move into an expanded child took its value
-            conn.execute("UPDATE positions SET value = ? WHERE id = ?", (node.value, node.id))
+            writes.set_position_value(conn, node.id, node.value)
         return self._propagate(book, node)
 
     def _propagate(self, book: Book, start: Node) -> list[Node]:
@@ -248,18 +272,14 @@ class GrowGraph:
                         if (edge.value, edge.depth, edge.ponder) != through:
                             self._count_update(edge)
                         edge.value, edge.depth, edge.ponder = through
-                        book.conn.execute(
-                            "UPDATE moves SET value = ?, depth = ?, ponder = ? "
-                            "WHERE position_id = ? AND move = ?",
-                            (*through, parent.id, edge.move))
+                        writes.set_move_line(book.conn, parent.id, edge.move, *through)
                 new_value = max(e.value for e in parent.edges)
                 new_first = parent.first_edge()
                 best_moved = (new_first.move if new_first is not None else None) != first_move
                 if new_value != parent.value or best_moved:
                     if new_value != parent.value:
                         parent.value = new_value
-                        book.conn.execute("UPDATE positions SET value = ? WHERE id = ?",
-                                          (new_value, parent.id))
+                        writes.set_position_value(book.conn, parent.id, new_value)
                     changed[parent.sfen] = parent
                     visits[parent.sfen] += 1
                     if parent.sfen not in queued and visits[parent.sfen] <= MAX_REVISITS:
@@ -273,18 +293,10 @@ class GrowGraph:
     def _upsert_position(self, book: Book, sfen: str, board: cshogi.Board, ply: int | None,
                          run_id: int) -> int:
         """The position's id, inserting its row (counted) when it is new."""
-        row = book.conn.execute("SELECT id, ply FROM positions WHERE sfen = ?",
-                                (sfen,)).fetchone()
-        if row is not None:
-            if ply is not None and (row[1] is None or ply < row[1]):
-                book.conn.execute("UPDATE positions SET ply = ? WHERE id = ?", (ply, row[0]))
-            return int(row[0])
-        cursor = book.conn.execute(
-            "INSERT INTO positions(sfen, zobrist, ply, turn, created_run) VALUES (?, ?, ?, ?, ?)",
-            (sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id))
-        self.written.positions_added += 1
-        position_id = cursor.lastrowid
-        assert position_id is not None  # set by the INSERT
+        position_id, inserted = writes.upsert_position(
+            book.conn, sfen, signed64(board.zobrist_hash()), ply, board.turn, run_id)
+        if inserted:
+            self.written.positions_added += 1
         return position_id
 
 

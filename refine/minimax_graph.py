@@ -7,10 +7,11 @@ an edge, whether or not the book stores that move. An option whose child is
 a node is an *edge*; a book move whose child is not a node is a *leaf move*
 (its stored value is all the book knows about it).
 
-Child keys come from cshogi's zobrist hash after pushing each legal move; the
-``positions.zobrist`` column gives every node's key, and a key hit is
-confirmed by comparing sfens. Generating the moves of a large book is spread
-over worker processes.
+The book is read through its index (:data:`MINIMAX_INDEX`): every
+``moves`` row, with its raw value, count and child link. Child keys come from
+cshogi's zobrist hash after pushing each legal move; the ``positions.zobrist``
+column gives every node's key, and a key hit is confirmed by comparing sfens.
+Generating the moves of a large book is spread over worker processes.
 
 Options are stored in CSR form: the options of node ``i`` are
 ``indptr[i]:indptr[i + 1]`` of the per-option arrays.
@@ -19,23 +20,23 @@ Transposition edges that are not book moves are written back to the book by
 ``refine minimax`` as ``moves`` rows with ``count`` 0, ``value`` and
 ``depth`` NULL, ``child_id`` set, and the refine run's ``run_id``: they are
 not book moves (:class:`bookgen.store.MoveRows`), and the graph reads them
-flagged as such (:func:`bookgen.store.queries.minimax_graph_moves`).
+flagged as such (the index's own mask).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cshogi
 import numpy as np
-from numpy.typing import DTypeLike
 
-from bookgen.store import Book, queries
+from bookgen.arrays import NULL
+from bookgen.store import Book, MoveRows, ValueColumn
+from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.values import MATE_VALUE
-from bookgen.workers.forked import fork_map_async
+from bookgen.workers.forked import fork_map
 
 __all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph"]
 
@@ -46,6 +47,13 @@ KIND_TRANSPOSITION = 2  # legal move into a node that the book does not store
 _USI_WIDTH = 5          # '7g7f+', 'P*5e'
 _PARALLEL_MIN_NODES = 20_000
 _CHUNK = 2_000
+
+# What the graph reads of a book: every moves row (transposition rows of an earlier
+# refine flagged by the own mask) with its raw value, count and whether its child is
+# linked; the nodes' sfens, keys and sides to move.
+MINIMAX_INDEX = IndexSpec(positions=frozenset({"turn", "zobrist"}), rows=MoveRows.ALL,
+                          values=(ValueColumn.RAW,), edges=frozenset({"count", "own"}),
+                          resolve_children=False, sfens=True)
 
 
 @dataclass
@@ -135,27 +143,17 @@ def _children(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray
             np.array(usis, dtype=f"S{_USI_WIDTH}"), checks)
 
 
-def _start_children(count: int, workers: int) -> Callable[..., tuple[np.ndarray, ...]]:
-    """Start generating the legal moves into nodes; returns a function that waits
-    for them. With several workers they run in forked processes (which inherit
-    the sfens and the zobrist index without copying) while this one goes on."""
+def _all_children(count: int, workers: int) -> tuple[np.ndarray, ...]:
+    """The legal moves into nodes of all ``count`` nodes: (source, target, USI,
+    in_check). With several workers on large books they run in forked processes,
+    which inherit the sfens and the zobrist index without copying."""
     spans = [(start, min(start + _CHUNK, count)) for start in range(0, count, _CHUNK)]
-
-    def concatenate(parts: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
-        if not parts:
-            empty = np.zeros(0, dtype=np.int32)
-            return empty, empty, np.zeros(0, dtype=f"S{_USI_WIDTH}"), np.zeros(0, dtype=bool)
-        return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))
-
-    pending = fork_map_async(_children, spans, workers if count >= _PARALLEL_MIN_NODES else 1,
-                             chunksize=4)
-
-    def wait(cancel: bool = False) -> tuple[np.ndarray, ...]:
-        if cancel:
-            pending.cancel()
-            return ()
-        return concatenate(pending.result())
-    return wait
+    parts = list(fork_map(_children, spans, workers if count >= _PARALLEL_MIN_NODES else 1,
+                          chunksize=4))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty, np.zeros(0, dtype=f"S{_USI_WIDTH}"), np.zeros(0, dtype=bool)
+    return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))
 
 
 def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,22 +164,31 @@ def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndar
     return sorted_keys[at] == wanted, at
 
 
-def _read_moves(book: Book, position_ids: np.ndarray) -> dict[str, np.ndarray]:
-    """The moves table as arrays (read in chunks to keep memory low)."""
-    cursor = queries.minimax_graph_moves(book.conn, MATE_VALUE)
-    names = ("source", "move", "value", "count", "linked", "earlier")
-    types: tuple[DTypeLike, ...] = (np.int64, f"S{_USI_WIDTH}", np.int32, np.int64, bool, bool)
-    parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
-    while True:
-        rows = cursor.fetchmany(200_000)
-        if not rows:
-            break
-        for column, (name, dtype) in enumerate(zip(names, types)):
-            parts[name].append(np.array([row[column] for row in rows], dtype=dtype))
-    arrays = {name: np.concatenate(parts[name]) if parts[name] else np.zeros(0, dtype=dtype)
-              for name, dtype in zip(names, types)}
-    arrays["source"] = np.searchsorted(position_ids, arrays["source"])
-    return arrays
+def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray,
+                                    dict[str, np.ndarray]]:
+    """The nodes (positions with any moves row, by id: ids, sfens, unsigned zobrist
+    keys, sides to move) and every moves row ordered by (node, move): source node,
+    USI move, value clamped to +-MATE_VALUE (0 for none), count, child linked, a
+    transposition row of an earlier ``refine minimax`` (``earlier``)."""
+    index = BookIndex.load(book, MINIMAX_INDEX)
+    rows = np.flatnonzero(index.has_moves)
+    every_sfen = index.sfens()
+    sfens = [every_sfen[row] for row in rows.tolist()]
+    del every_sfen
+    node_of_row = np.full(len(index.ids), -1, dtype=np.int64)
+    node_of_row[rows] = np.arange(len(rows))
+    value = index.value_column()
+    assert index.edge_count is not None
+    moves = {
+        "source": node_of_row[index.edge_rows()],
+        "move": np.array(index.move_names, dtype=f"S{_USI_WIDTH}")[index.edge_move],
+        "value": np.clip(np.where(value == NULL, 0, value), -MATE_VALUE, MATE_VALUE
+                         ).astype(np.int32),
+        "count": index.edge_count.astype(np.int64),
+        "linked": index.edge_linked.astype(bool),
+        "earlier": ~index.own_mask()}
+    return (index.ids[rows], sfens, _unsigned(index.column("zobrist")[rows]),
+            index.column("turn")[rows].astype(np.int8), moves)
 
 
 # -- building ----------------------------------------------------------------------
@@ -195,13 +202,7 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     """Read ``book`` and find all its edges, transpositions included."""
     global _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
     started = time.perf_counter()
-    conn = book.conn
-    rows = queries.minimax_graph_positions(conn)
-    position_ids = np.array([r[0] for r in rows], dtype=np.int64)
-    sfens = [r[1] for r in rows]
-    zobrists = _unsigned(np.array([r[2] for r in rows], dtype=np.int64))
-    turn = np.array([r[3] for r in rows], dtype=np.int8)
-    del rows
+    position_ids, sfens, zobrists, turn, move_rows = _read_book(book)
     count = len(sfens)
 
     index: dict[int, int] = {}
@@ -214,14 +215,8 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
             index[key] = node
     _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS = sfens, index, shared, set(index)
     try:
-        wait = _start_children(count, workers if workers is not None
-                               else min(2, os.cpu_count() or 1))
-        try:
-            move_rows = _read_moves(book, position_ids)
-        except BaseException:
-            wait(cancel=True)
-            raise
-        hit_source, hit_target, hit_move, in_check = wait()
+        hit_source, hit_target, hit_move, in_check = _all_children(
+            count, workers if workers is not None else min(2, os.cpu_count() or 1))
     finally:
         _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS = [], {}, {}, frozenset()
 

@@ -197,14 +197,8 @@ def test_process_pools_live_in_workers():
     assert users == set()
 
 
-# Modules outside bookgen.store that still run SQL themselves.
-SQL_ALLOWED = {
-    "bookgen.grow.book_graph",  # grow's graph writes move with the read-model step
-}
-
-
 def test_sql_lives_in_the_store():
     sites = sorted({name for attribute in ("execute", "executemany", "executescript")
                     for name, _ in _calls(attribute)
-                    if not _within(name, ("bookgen.store",))} - SQL_ALLOWED)
+                    if not _within(name, ("bookgen.store",))})
     assert sites == []

@@ -626,6 +626,10 @@ def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
         conn.close()
 
 
+GRAPH_FIELDS = ("position_ids", "turn", "in_check", "indptr", "target", "kind", "value",
+                "count", "move", "stored", "child_linked")
+
+
 def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
     import numpy as np
 
@@ -639,10 +643,84 @@ def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
         monkeypatch.setattr(graph, "_PARALLEL_MIN_NODES", 0)
         monkeypatch.setattr(graph, "_CHUNK", 7)
         parallel = graph.build_graph(store, workers=2)
-    for name in ("position_ids", "turn", "in_check", "indptr", "target", "kind", "value",
-                 "count", "move", "stored", "child_linked"):
+    for name in GRAPH_FIELDS:
         assert np.array_equal(getattr(serial, name), getattr(parallel, name)), name
     assert serial.counts()["transposition_edges"] > 0
+
+
+TRANSPOSITION_ROW = ("(m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT "
+                     "NULL AND m.run_id IN (SELECT id FROM runs WHERE command = "
+                     "'refine minimax'))")
+
+
+def old_read_book(store):
+    """refine/minimax_graph's SQL reader before the book index: the nodes (positions
+    with any moves row) and every moves row, ordered by (position id, move)."""
+    import numpy as np
+
+    conn = store.conn
+    rows = conn.execute(
+        "SELECT p.id, p.sfen, p.zobrist, p.turn FROM positions p "
+        "WHERE EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) ORDER BY p.id"
+    ).fetchall()
+    position_ids = np.array([r[0] for r in rows], dtype=np.int64)
+    sfens = [r[1] for r in rows]
+    zobrists = np.array([r[2] for r in rows], dtype=np.int64).view(np.uint64)
+    turn = np.array([r[3] for r in rows], dtype=np.int8)
+    refined = conn.execute("SELECT 1 FROM runs WHERE command = 'refine minimax' LIMIT 1"
+                           ).fetchone() is not None
+    moves = conn.execute(
+        f"SELECT m.position_id, m.move, max({-MATE}, min({MATE}, coalesce(m.value, 0))), "
+        f"m.count, m.child_id IS NOT NULL, {TRANSPOSITION_ROW if refined else 0} FROM moves m "
+        "ORDER BY m.position_id, m.move").fetchall()
+    names = ("source", "move", "value", "count", "linked", "earlier")
+    types = (np.int64, "S5", np.int32, np.int64, bool, bool)
+    arrays = {name: np.array([row[i] for row in moves], dtype=dtype)
+              for i, (name, dtype) in enumerate(zip(names, types))}
+    arrays["source"] = np.searchsorted(position_ids, arrays["source"])
+    return position_ids, sfens, zobrists, turn, arrays
+
+
+def test_graph_reads_the_book_index_as_the_sql_reader_did(tmp_path, monkeypatch):
+    """The graph read through the book index equals the graph of the SQL reader,
+    on an imported book (values None included), a refined one (transposition rows
+    of an earlier refine, flagged) and a grown one."""
+    import numpy as np
+
+    from bookgen.refine import minimax_graph as graph
+    from bookgen.store import Book
+
+    imported = import_book(tmp_path, shuffle_book(5, positions=50), "imported")
+    refined = import_book(tmp_path, shuffle_book(6, positions=50), "refined")
+    assert refine(refined)["transposition_rows_added"] > 0
+    conn = sqlite3.connect(refined)   # a transposition row into a position without moves now
+    with conn:
+        conn.execute("DELETE FROM moves WHERE position_id = (SELECT child_id FROM moves "
+                     "WHERE count = 0 AND value IS NULL ORDER BY position_id, move LIMIT 1)")
+    conn.close()
+    grown = tmp_path / "grown.sqlite"
+    run_cli("grow", "-b", grown, "--playouts", 20, "--positions", 8, "--seed", 1)
+    run_cli("refine", "minimax", "-b", grown)
+    stale = []
+    for path in (imported, refined, grown):
+        with Book(path) as store:
+            new_inputs, old_inputs = graph._read_book(store), old_read_book(store)
+            for new, old in zip(new_inputs[:4], old_inputs[:4]):
+                assert np.array_equal(new, old)
+                assert getattr(new, "dtype", None) == getattr(old, "dtype", None)
+            assert list(new_inputs[4]) == list(old_inputs[4])
+            for name, column in old_inputs[4].items():
+                assert np.array_equal(new_inputs[4][name], column), name
+                assert new_inputs[4][name].dtype == column.dtype, name
+            new_graph = graph.build_graph(store, workers=1)
+            with monkeypatch.context() as patch:
+                patch.setattr(graph, "_read_book", old_read_book)
+                old_graph = graph.build_graph(store, workers=1)
+        for name in GRAPH_FIELDS:
+            assert np.array_equal(getattr(new_graph, name), getattr(old_graph, name)), name
+        assert new_graph.stale_transpositions == old_graph.stale_transpositions
+        stale.append(len(old_graph.stale_transpositions))
+    assert stale[1] > 0
 
 
 # ------------------------------------------------------------------ export

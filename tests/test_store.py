@@ -349,3 +349,42 @@ def test_failed_migration_leaves_the_book_as_it_was(tmp_path, monkeypatch):
     finally:
         conn.close()
     assert dump_book(book) == before
+
+
+def test_grow_writes(tmp_path):
+    """bookgen.store.writes' grow functions: upserts keep the smaller ply, a link is
+    set only where none is, a move upsert overwrites but keeps minimax values."""
+    from bookgen.store import queries, writes
+
+    with Book(tmp_path / "book.sqlite") as book, book.transaction() as conn:
+        run = book.begin_run("grow", {})
+        parent, new = writes.upsert_position(conn, "P", 11, 4, 0, run)
+        assert new
+        assert writes.upsert_position(conn, "P", 11, 6, 0, run) == (parent, False)
+        assert writes.upsert_position(conn, "P", 11, 2, 0, run) == (parent, False)
+        child, _ = writes.upsert_position(conn, "C", 12, None, 1, run)
+        other, _ = writes.upsert_position(conn, "O", 13, None, 1, run)
+        assert conn.execute("SELECT sfen, zobrist, ply, turn, created_run FROM positions "
+                            "ORDER BY id").fetchall() == [
+            ("P", 11, 2, 0, run), ("C", 12, None, 1, run), ("O", 13, None, 1, run)]
+        writes.upsert_grown_move(conn, writes.GrownMoveRow(
+            parent, "7g7f", "3c3d", 30, 2, 5, 100, 0.5, 0.6, child, 25, run))
+        conn.execute("UPDATE moves SET minimax_value = 7, child_id = NULL")
+        assert queries.move_names(conn, parent) == {"7g7f"}
+        assert writes.link_child(conn, parent, "7g7f", child)
+        assert not writes.link_child(conn, parent, "7g7f", other)
+        writes.link_children(conn, [(other, parent, "7g7f")])
+        writes.set_move_line(conn, parent, "7g7f", -40, 3, "8c8d")
+        writes.upsert_grown_move(conn, writes.GrownMoveRow(
+            parent, "2g2f", None, 10, 1, 1, None, None, None, child, 10, run))
+        assert conn.execute(
+            "SELECT move, ponder, value, depth, count, child_id, minimax_value FROM moves "
+            "ORDER BY move").fetchall() == [("2g2f", None, 10, 1, 1, child, None),
+                                            ("7g7f", "8c8d", -40, 3, 5, other, 7)]
+        writes.record_expansion(conn, parent, 100, 35, 0.55, run)
+        writes.set_position_value(conn, child, -12)
+        assert conn.execute("SELECT visits, value, win_rate, expanded_run FROM positions "
+                            "WHERE id = ?", (parent,)).fetchone() == (100, 35, 0.55, run)
+        assert conn.execute("SELECT id, value, expanded_run FROM positions ORDER BY id"
+                            ).fetchall() == [(parent, 35, run), (child, -12, None),
+                                             (other, None, None)]

@@ -12,8 +12,8 @@
   (:class:`MoveRows`) and which value a read means (:class:`ValueColumn`);
 - :mod:`~bookgen.store.queries`: reads of positions and moves, each saying which
   rows and values it means;
-- :mod:`~bookgen.store.writes`: the other writes (analyses, mistakes, engine moves,
-  ``refine minimax``'s values);
+- :mod:`~bookgen.store.writes`: the other writes (grow's expansions, analyses,
+  mistakes, engine moves, ``refine minimax``'s values);
 - :mod:`~bookgen.store.runs`: the ``runs`` table (dead runs, runs by analysis key,
   their analyses);
 - :mod:`~bookgen.store.index`: :class:`~bookgen.store.index.BookIndex`, the book read

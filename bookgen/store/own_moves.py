@@ -50,12 +50,6 @@ def own_rows_sql(schema: str = "main") -> str:
     return f"NOT {_transposition_row(schema)}"
 
 
-def transposition_flag_sql() -> str:
-    """For the store's SQL only: an expression on a ``moves`` row aliased ``m``,
-    1 for a transposition row of ``refine minimax``, else 0."""
-    return _transposition_row()
-
-
 def value_sql(values: ValueColumn, alias: str = "m.") -> str:
     """For the store's SQL only: the value column ``values`` of a ``moves`` row
     (``alias`` prefixes the columns, ``"m."`` or ``""``)."""

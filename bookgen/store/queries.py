@@ -30,17 +30,15 @@ from bookgen.store.own_moves import (
     MoveRows,
     ValueColumn,
     own_rows_sql,
-    transposition_flag_sql,
     value_sql,
 )
 
-__all__ = ["MoveRow", "begin", "best_values_by_turn", "commit", "count_moves",
-           "count_positions", "count_runs", "data_version", "has_move", "ids_and_sfens_by_sfen",
-           "ids_by_sfen", "iter_moves", "minimax_graph_moves", "minimax_graph_positions",
-           "minimax_rows", "mistake_counts", "moves_by_run", "plies_of_positions_with_moves",
+__all__ = ["begin", "best_values_by_turn", "commit", "count_moves", "count_positions", "count_runs",
+           "data_version", "has_move", "ids_and_sfens_by_sfen", "ids_by_sfen", "minimax_rows",
+           "mistake_counts", "move_names", "moves_by_run", "plies_of_positions_with_moves",
            "position_id", "position_moves", "positions_by_created_run", "positions_with_moves",
-           "refined", "runs_table", "set_cache_size", "sfen_move_values", "sfens_of",
-           "table_names", "unrefined_move_count"]
+           "refined", "runs_table", "set_cache_size", "sfen_move_values", "sfens_of", "table_names",
+           "unrefined_move_count"]
 
 
 # -- counts ---------------------------------------------------------------------------
@@ -161,15 +159,10 @@ def has_move(conn: sqlite3.Connection, position_id: int, move: str,
                         (position_id, move)).fetchone() is not None
 
 
-MoveRow = tuple[int, str, int | None, int, int | None, int | None, str | None]
-
-
-def iter_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN) -> Iterator[MoveRow]:
-    """(position_id, move, value, count, child_id, depth, ponder) of every move
-    (``rows``), in the table's order."""
-    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
-    yield from conn.execute(
-        f"SELECT position_id, move, value, count, child_id, depth, ponder FROM moves m{where}")
+def move_names(conn: sqlite3.Connection, position_id: int) -> set[str]:
+    """The moves of position ``position_id``, every row (transposition rows included)."""
+    return {row[0] for row in conn.execute(
+        "SELECT move FROM moves WHERE position_id = ?", (position_id,))}
 
 
 def sfen_move_values(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
@@ -190,28 +183,6 @@ def minimax_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int | None, in
     yield from conn.execute(
         "SELECT p.sfen, p.ply, p.turn, m.move, m.ponder, m.minimax_value, m.minimax_depth, "
         "m.count FROM positions p JOIN moves m ON m.position_id = p.id ORDER BY p.sfen")
-
-
-# -- refine minimax's graph -------------------------------------------------------------
-
-
-def minimax_graph_positions(conn: sqlite3.Connection) -> list[tuple[int, str, int, int]]:
-    """(id, sfen, zobrist, turn) of every position with a ``moves`` row (any), by id."""
-    return conn.execute(
-        "SELECT p.id, p.sfen, p.zobrist, p.turn FROM positions p "
-        "WHERE EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) ORDER BY p.id"
-    ).fetchall()
-
-
-def minimax_graph_moves(conn: sqlite3.Connection, clamp: int) -> sqlite3.Cursor:
-    """Every ``moves`` row ordered by (position id, move): (position_id, move, value
-    clamped to +-``clamp`` with NULL read as 0, count, child linked, a transposition
-    row of an earlier ``refine minimax``)."""
-    return conn.execute(
-        f"SELECT m.position_id, m.move, max({-clamp}, min({clamp}, "
-        "coalesce(m.value, 0))), m.count, m.child_id IS NOT NULL, "
-        f"{transposition_flag_sql() if refined(conn) else 0} FROM moves m "
-        "ORDER BY m.position_id, m.move")
 
 
 # -- snapshots and settings -------------------------------------------------------------

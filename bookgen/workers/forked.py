@@ -13,23 +13,21 @@ die with the process that forked them, even after ``kill -9``. Create a pool
 from a thread that lives as long as it does (the main thread): see
 :mod:`bookgen.children`.
 
-- :func:`fork_map`: an ordered iterator; the tasks are consumed lazily by a
-  thread of this process, so they may be a generator;
-- :func:`fork_map_async`: start now, collect (or cancel) later, while this
-  process does other work.
+:func:`fork_map` is an ordered iterator; the tasks are consumed lazily by a
+thread of this process, so they may be a generator.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from bookgen.children import die_with_parent
 from bookgen.signals import ignore_interrupts
 
-__all__ = ["Pending", "fork_available", "fork_map", "fork_map_async"]
+__all__ = ["fork_available", "fork_map"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,63 +60,3 @@ def fork_map(function: Callable[[T], R], tasks: Iterable[T], workers: int, *,
         return
     with _pool(workers) as pool:
         yield from pool.imap(function, tasks, chunksize)
-
-
-class Pending(Protocol[R]):
-    """Work started by :func:`fork_map_async`: wait for it, or cancel it."""
-
-    def result(self) -> list[R]:
-        """The results in task order, once all are done; the workers are gone after."""
-        ...
-
-    def cancel(self) -> None:
-        """Stop now, abandoning the results."""
-        ...
-
-
-class _InPool(Generic[R]):
-    def __init__(self, pool: Any, results: Any) -> None:
-        self._pool = pool
-        self._results = results
-
-    def result(self) -> list[R]:
-        try:
-            return self._results.get()
-        except BaseException:
-            self._pool.terminate()
-            raise
-        finally:
-            self._pool.close()
-            self._pool.join()
-
-    def cancel(self) -> None:
-        try:
-            self._pool.terminate()
-        finally:
-            self._pool.close()
-            self._pool.join()
-
-
-class _InThisProcess(Generic[T, R]):
-    def __init__(self, function: Callable[[T], R], tasks: Sequence[T]) -> None:
-        self._function = function
-        self._tasks = tasks
-
-    def result(self) -> list[R]:
-        return [self._function(task) for task in self._tasks]
-
-    def cancel(self) -> None:
-        pass
-
-
-def fork_map_async(function: Callable[[T], R], tasks: Sequence[T], workers: int, *,
-                   chunksize: int = 1) -> Pending[R]:
-    """Start ``map(function, tasks)`` on ``workers`` forked processes, which go on
-    while this process does something else; :meth:`Pending.result` waits for the
-    results (in task order). With one worker, or without fork, nothing starts
-    now: the tasks run in this process when the result is asked for (and never
-    when cancelled)."""
-    if workers <= 1 or not fork_available():
-        return _InThisProcess(function, tasks)
-    pool = _pool(workers)
-    return _InPool(pool, pool.map_async(function, tasks, chunksize=chunksize))
