@@ -49,10 +49,10 @@ import cshogi
 import numpy as np
 
 from bookgen.arrays import NULL
-from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES
-from bookgen.engines.factory import make_evaluator
+from bookgen.engines.factory import open_evaluator
 from bookgen.engines.protocols import Evaluation, Evaluator, PositionFailed
-from bookgen.engines.restart import DEFAULT_BYOYOMI, EngineLabel
+from bookgen.engines.restart import EngineLabel
+from bookgen.engines.settings import EngineSettings, engine_settings
 from bookgen.errors import BookgenError
 from bookgen.progress import progress_bar
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
@@ -70,90 +70,14 @@ from bookgen.workers.runcontrol import (
 )
 
 __all__ = [
-    "SELECTIONS", "AnalysisRecord", "EngineSettings", "SearchSummary", "analyse_position",
-    "engine_settings", "open_evaluator", "search", "search_label", "select_positions",
+    "SELECTIONS", "AnalysisRecord", "SearchSummary", "analyse_position", "open_analyser",
+    "search", "search_label", "select_positions",
 ]
 
 SELECTIONS = ("all", "leaves", "principal", "visits")
 DEFAULT_MARGIN = 50
 MAX_FAILURES_IN_A_ROW = 10  # an engine that analysed positions, then fails on this many
 MAX_FAILURES_AT_START = 2   # an engine that fails on this many before analysing any
-_MAX_BUILTIN_DEPTH = 64
-
-
-# --------------------------------------------------------------------------
-# engine settings
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """What to search with. ``key()`` identifies analyses that are interchangeable."""
-
-    spec: str                                   # "builtin" or "usi:COMMAND"
-    options: dict[str, str] = field(default_factory=dict)  # USI setoption pairs
-    nodes: int | None = None
-    byoyomi: int | None = None
-    movetime: int | None = None
-    depth: int | None = None
-    timeout: float | None = None                # seconds per search (usi); None: automatic
-    retries: int = 2                            # engine restarts per position
-
-    @property
-    def kind(self) -> str:
-        return self.spec.partition(":")[0]
-
-    @property
-    def command(self) -> str:
-        return self.spec.partition(":")[2]
-
-    def key(self) -> dict[str, Any]:
-        return {"engine": self.spec, "options": dict(sorted(self.options.items())),
-                "nodes": self.nodes, "byoyomi": self.byoyomi, "movetime": self.movetime,
-                "depth": self.depth}
-
-    @classmethod
-    def from_key(cls, key: dict[str, Any], timeout: float | None = None,
-                 retries: int = 2) -> EngineSettings:
-        return cls(key["engine"], dict(key.get("options") or {}), key.get("nodes"),
-                   key.get("byoyomi"), key.get("movetime"), key.get("depth"), timeout, retries)
-
-
-def engine_settings(engine: str = "builtin", engine_options: dict[str, str] | None = None,
-                    nodes: int | None = None, byoyomi: int | None = None,
-                    movetime: int | None = None, depth: int | None = None,
-                    timeout: float | None = None, retries: int = 2) -> EngineSettings:
-    """Validated settings with the defaults filled in (they are part of the key).
-
-    builtin: depth 4 with a 40,000-node budget unless ``depth``/``nodes`` say
-    otherwise (``nodes`` alone deepens until the budget is spent). usi:
-    byoyomi 1000 ms when no limit is given.
-    """
-    kind, _, command = engine.partition(":")
-    for name, value in (("--nodes", nodes), ("--byoyomi", byoyomi), ("--movetime", movetime),
-                        ("--depth", depth)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise BookgenError(f"{name} must be a positive integer, not {value!r}")
-    if timeout is not None and timeout <= 0:
-        raise BookgenError("--engine-timeout must be positive")
-    if retries < 0:
-        raise BookgenError("--retries must be 0 or more")
-    options = {str(k): str(v) for k, v in (engine_options or {}).items()}
-    if kind == "builtin" and not command:
-        if options or byoyomi is not None or movetime is not None or timeout is not None:
-            raise BookgenError("--engine-option, --byoyomi, --movetime and --engine-timeout "
-                               "apply to usi: engines only")
-        if depth is None and nodes is None:
-            depth, nodes = PLAY_DEPTH, PLAY_NODES
-        elif depth is None:
-            depth = _MAX_BUILTIN_DEPTH
-        return EngineSettings("builtin", {}, nodes, None, None, depth, None, retries)
-    if kind == "usi" and command.strip():
-        if nodes is None and byoyomi is None and movetime is None and depth is None:
-            byoyomi = DEFAULT_BYOYOMI
-        return EngineSettings(f"usi:{command}", options, nodes, byoyomi, movetime, depth,
-                              timeout, retries)
-    raise BookgenError(f"unknown engine {engine!r} (use builtin or usi:COMMAND)")
 
 
 # --------------------------------------------------------------------------
@@ -173,17 +97,11 @@ class AnalysisRecord:
     seconds: float = 0.0
 
 
-def open_evaluator(settings: EngineSettings) -> Evaluator:
-    """The engine searching best lines (builtin: margin 0, no priors; usi:
-    ``best-line`` mode); a clear BookgenError when it cannot start."""
-    if settings.kind == "builtin":
-        return make_evaluator("builtin", depth=settings.depth or PLAY_DEPTH,
-                              nodes=settings.nodes, margin=0, priors=False)
-    return make_evaluator(
-        settings.spec, options=settings.options, nodes=settings.nodes,
-        byoyomi=settings.byoyomi, movetime=settings.movetime, depth=settings.depth,
-        timeout=settings.timeout, restarts=settings.retries, mode="best-line",
-        label=search_label(settings.spec))
+def open_analyser(settings: EngineSettings) -> Evaluator:
+    """The engine analysing best lines (see
+    :func:`~bookgen.engines.factory.open_evaluator`); a clear BookgenError when it
+    cannot start."""
+    return open_evaluator(settings, "best-line", search_label(str(settings.spec)))
 
 
 def analyse_position(evaluator: Evaluator, position_id: int, sfen: str) -> AnalysisRecord:
@@ -213,7 +131,7 @@ _worker: dict[str, Any] = {}
 
 
 def _worker_init(settings: EngineSettings) -> None:
-    _worker["evaluator"] = open_evaluator(settings)
+    _worker["evaluator"] = open_analyser(settings)
 
 
 def _worker_analyse(task: tuple[int, str]) -> AnalysisRecord:
@@ -307,7 +225,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     # touched.
     with writing(path, wait=wait):
         analyser: Evaluator | None  # None once handed over to the backend
-        analyser = open_evaluator(settings)
+        analyser = open_analyser(settings)
         try:
             store = Book(path, create=False, wait=wait)
         except BaseException:
@@ -327,15 +245,16 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
         left = len(todo) - limit if limit is not None and len(todo) > limit else 0
         if limit is not None:
             todo = todo[:limit]
-        params = {"engine": settings.spec, "key": settings.key(), "select": select,
+        spec = str(settings.spec)
+        params = {"engine": spec, "key": settings.key(), "select": select,
                   "min_visits": min_visits, "margin": margin, "workers": workers,
                   "limit": limit, "engine_timeout": engine_timeout, "retries": retries,
                   "only": len(wanted) if wanted is not None else None}
-        summary = SearchSummary(str(book), 0, "running", settings.spec, select,
+        summary = SearchSummary(str(book), 0, "running", spec, select,
                                 selected=len(selected), already_analysed=already,
                                 to_analyse=len(todo), left_by_limit=left)
         with store.transaction():
-            summary.run_id = store.begin_run("refine search", params, evaluator=settings.spec)
+            summary.run_id = store.begin_run("refine search", params, evaluator=spec)
             store.end_run(summary.run_id, status="running", counts=_counts(summary))
         status = "failed"
         abandon = True  # on errors and Ctrl-C: do not wait for the workers' searches

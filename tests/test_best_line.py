@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import cshogi
@@ -21,18 +22,13 @@ import pytest
 
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, Searcher
 from bookgen.engines.protocols import PositionFailed
+from bookgen.engines.settings import EngineSettings, engine_settings
 from bookgen.engines.usi.analyser import BadOutput, UsiEvaluator
 from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
 from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
-from bookgen.refine.book_search import (
-    AnalysisRecord,
-    EngineSettings,
-    analyse_position,
-    engine_settings,
-    open_evaluator,
-)
+from bookgen.refine.book_search import AnalysisRecord, analyse_position, open_analyser
 from bookgen.values import MATE_VALUE
 from conftest import PYTHON
 
@@ -60,6 +56,17 @@ def positions() -> list[str]:
 # ------------------------------------------------------------------ the old analysers
 
 
+def old_settings(settings: EngineSettings) -> Any:
+    """The old refine EngineSettings' fields, from the new settings."""
+    spec = str(settings.spec)
+    limits = settings.limits
+    return SimpleNamespace(
+        spec=spec, kind=spec.partition(":")[0], command=spec.partition(":")[2],
+        options=settings.options, nodes=limits.nodes, byoyomi=limits.byoyomi_ms,
+        movetime=limits.movetime_ms, depth=limits.depth, timeout=settings.timeout_s,
+        retries=settings.restarts.retries)
+
+
 @dataclass
 class OldResult:
     position_id: int
@@ -81,7 +88,7 @@ class _NoScore(Exception):
 
 
 class OldBuiltinAnalyser:
-    def __init__(self, settings: EngineSettings) -> None:
+    def __init__(self, settings: Any) -> None:
         self.settings = settings
         self.searcher = Searcher()
 
@@ -101,7 +108,7 @@ class OldBuiltinAnalyser:
 
 
 class OldUsiAnalyser:
-    def __init__(self, settings: EngineSettings) -> None:
+    def __init__(self, settings: Any) -> None:
         self.settings = settings
         command = settings.command
         try:
@@ -195,19 +202,19 @@ def new_fields(record: AnalysisRecord) -> tuple:
     return (record.position_id, record.ok, *line, record.error, record.restarts)
 
 
-def compare(settings: EngineSettings, old_settings: EngineSettings | None = None,
+def compare(settings: EngineSettings, old_side_settings: EngineSettings | None = None,
             sfens: list[str] | None = None) -> list[tuple]:
     """Analyse ``sfens`` with the old analyser and the new evaluator; both record lists."""
-    old_settings = old_settings or settings
+    old_side = old_settings(old_side_settings or settings)
     old: OldBuiltinAnalyser | OldUsiAnalyser
-    old = (OldBuiltinAnalyser(old_settings) if old_settings.kind == "builtin"
-           else OldUsiAnalyser(old_settings))
+    old = (OldBuiltinAnalyser(old_side) if old_side.kind == "builtin"
+           else OldUsiAnalyser(old_side))
     try:
         olds = [old_fields(old.analyse(pid, sfen))
                 for pid, sfen in enumerate(sfens or positions(), start=1)]
     finally:
         old.close()
-    with open_evaluator(settings) as evaluator:
+    with open_analyser(settings) as evaluator:
         news = [new_fields(analyse_position(evaluator, pid, sfen))
                 for pid, sfen in enumerate(sfens or positions(), start=1)]
     assert news == olds

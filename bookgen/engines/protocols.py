@@ -16,12 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, Self, runtime_checkable
 
 from bookgen.errors import BookgenError
 
 if TYPE_CHECKING:  # cshogi (and numpy) stay unloaded for `bookgen --help`
     import cshogi
+
+
+AnalysisMode = Literal["multipv-lines", "best-line"]
+"""How a searching evaluator analyses a position: ``multipv-lines`` gives
+priors over several moves (grow, MCTS), ``best-line`` one best line as the
+search reported it (refine search)."""
 
 
 @dataclass

@@ -41,11 +41,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
 
 import cshogi
 
-from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError, PositionFailed
+from bookgen.engines.protocols import (
+    AnalysisMode,
+    Evaluation,
+    EvaluatorBase,
+    EvaluatorError,
+    PositionFailed,
+)
 from bookgen.engines.restart import (
     EngineFailed,
     EngineLabel,
@@ -62,9 +67,7 @@ from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
 from bookgen.values import MATE_VALUE, cp_to_value
 
-__all__ = ["BadOutput", "Mode", "UsiEvaluator", "evaluator_label", "parse_options"]
-
-Mode = Literal["multipv-lines", "best-line"]
+__all__ = ["BadOutput", "UsiEvaluator", "evaluator_label", "parse_options"]
 
 
 class BadOutput(Exception):
@@ -133,7 +136,7 @@ class UsiEvaluator(EvaluatorBase):
                  movetime: int | None = None, depth: int | None = None, multipv: int = 4,
                  multipv_margin: int = 100, max_multipv: int = 16, temperature: float = 100.0,
                  timeout: float | None = None, restarts: int = 3, coef: float = 756.0,
-                 mode: Mode = "multipv-lines", label: EngineLabel | None = None) -> None:
+                 mode: AnalysisMode = "multipv-lines", label: EngineLabel | None = None) -> None:
         for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
                             ("depth", depth)):
             if value is not None and (not isinstance(value, int) or value <= 0):
