@@ -59,7 +59,7 @@ def choices_from_lines(evaluation: Evaluation, cutoff: float = 0.015,
     (the engine's reported depth) and the line's second move as the reply."""
     assert evaluation.move_values is not None
     n = len(evaluation.moves)
-    depths = evaluation.move_depths or [evaluation.depth] * n
+    depths = evaluation.move_depths or [evaluation.depth or 0] * n
     pvs = evaluation.move_pvs or [[]] * n
     best = max(evaluation.move_values)
     kept = [(move, prior, value, depth, pv[1] if len(pv) > 1 and pv[0] == move else None)

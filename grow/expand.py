@@ -76,7 +76,7 @@ def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
         visits = 0
     elif root.move_values is not None:
         choices = choices_from_lines(root, settings.cutoff, settings.coef)
-        visits = root.nodes
+        visits = root.nodes or 0
     else:
         search = Mcts(timed, settings.search).search(board, root)
         choices = select_book_moves(search.moves, settings.visit_threshold, settings.cutoff,

@@ -22,6 +22,7 @@ import cshogi
 from bookgen.engines.factory import default_batch_size, make_evaluator
 from bookgen.engines.mcts import MctsSettings
 from bookgen.engines.protocols import EvaluatorError
+from bookgen.engines.spec import parse_spec
 from bookgen.errors import BookgenError
 from bookgen.formats.positions import read_roots
 from bookgen.grow.book_graph import GrowGraph
@@ -102,7 +103,7 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
         if not 0.0 <= probability <= 1.0:
             raise BookgenError(f"{name} is a win probability between 0 and 1")
     options = dict(evaluator_options or {})
-    if workers > 1 and evaluator.startswith(("torch:", "onnx:")):
+    if workers > 1 and parse_spec(evaluator).is_network:
         # Each worker runs its own model: share the cores instead of each taking all.
         options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
     root_boards = read_roots(roots) if roots else [cshogi.Board(STARTPOS_SFEN + " 1")]

@@ -43,29 +43,17 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import cshogi
 import numpy as np
 
 from bookgen.arrays import NULL
-from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES, Searcher
-from bookgen.engines.restart import (
-    DEFAULT_BYOYOMI,
-    EngineFailed,
-    EngineLabel,
-    RestartPolicy,
-    SearchLimits,
-    is_gpsshogi,
-    run_with_restarts,
-    search_stop_grace,
-    start_engine,
-)
-from bookgen.engines.usi.analyser import BadOutput
-from bookgen.engines.usi.client import UsiError
-from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
+from bookgen.engines.factory import open_evaluator
+from bookgen.engines.protocols import Evaluation, Evaluator, PositionFailed
+from bookgen.engines.restart import EngineLabel
+from bookgen.engines.settings import EngineSettings, engine_settings
 from bookgen.errors import BookgenError
-from bookgen.position import legal_prefix
 from bookgen.progress import progress_bar
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book, writes
@@ -73,7 +61,6 @@ from bookgen.store.index import BookIndex
 from bookgen.store.lock import writing
 from bookgen.store.runs import analysed_positions, mark_dead_runs
 from bookgen.timestamps import utc_now
-from bookgen.values import MATE_VALUE
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner
 from bookgen.workers.runcontrol import (
     collect_or_abandon,
@@ -83,90 +70,14 @@ from bookgen.workers.runcontrol import (
 )
 
 __all__ = [
-    "SELECTIONS", "AnalysisResult", "EngineSettings", "SearchSummary", "engine_settings",
-    "search", "select_positions", "start_analyser",
+    "SELECTIONS", "AnalysisRecord", "SearchSummary", "analyse_position", "open_analyser",
+    "search", "search_label", "select_positions",
 ]
 
 SELECTIONS = ("all", "leaves", "principal", "visits")
 DEFAULT_MARGIN = 50
 MAX_FAILURES_IN_A_ROW = 10  # an engine that analysed positions, then fails on this many
 MAX_FAILURES_AT_START = 2   # an engine that fails on this many before analysing any
-_MAX_BUILTIN_DEPTH = 64
-
-
-# --------------------------------------------------------------------------
-# engine settings
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """What to search with. ``key()`` identifies analyses that are interchangeable."""
-
-    spec: str                                   # "builtin" or "usi:COMMAND"
-    options: dict[str, str] = field(default_factory=dict)  # USI setoption pairs
-    nodes: int | None = None
-    byoyomi: int | None = None
-    movetime: int | None = None
-    depth: int | None = None
-    timeout: float | None = None                # seconds per search (usi); None: automatic
-    retries: int = 2                            # engine restarts per position
-
-    @property
-    def kind(self) -> str:
-        return self.spec.partition(":")[0]
-
-    @property
-    def command(self) -> str:
-        return self.spec.partition(":")[2]
-
-    def key(self) -> dict[str, Any]:
-        return {"engine": self.spec, "options": dict(sorted(self.options.items())),
-                "nodes": self.nodes, "byoyomi": self.byoyomi, "movetime": self.movetime,
-                "depth": self.depth}
-
-    @classmethod
-    def from_key(cls, key: dict[str, Any], timeout: float | None = None,
-                 retries: int = 2) -> EngineSettings:
-        return cls(key["engine"], dict(key.get("options") or {}), key.get("nodes"),
-                   key.get("byoyomi"), key.get("movetime"), key.get("depth"), timeout, retries)
-
-
-def engine_settings(engine: str = "builtin", engine_options: dict[str, str] | None = None,
-                    nodes: int | None = None, byoyomi: int | None = None,
-                    movetime: int | None = None, depth: int | None = None,
-                    timeout: float | None = None, retries: int = 2) -> EngineSettings:
-    """Validated settings with the defaults filled in (they are part of the key).
-
-    builtin: depth 4 with a 40,000-node budget unless ``depth``/``nodes`` say
-    otherwise (``nodes`` alone deepens until the budget is spent). usi:
-    byoyomi 1000 ms when no limit is given.
-    """
-    kind, _, command = engine.partition(":")
-    for name, value in (("--nodes", nodes), ("--byoyomi", byoyomi), ("--movetime", movetime),
-                        ("--depth", depth)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise BookgenError(f"{name} must be a positive integer, not {value!r}")
-    if timeout is not None and timeout <= 0:
-        raise BookgenError("--engine-timeout must be positive")
-    if retries < 0:
-        raise BookgenError("--retries must be 0 or more")
-    options = {str(k): str(v) for k, v in (engine_options or {}).items()}
-    if kind == "builtin" and not command:
-        if options or byoyomi is not None or movetime is not None or timeout is not None:
-            raise BookgenError("--engine-option, --byoyomi, --movetime and --engine-timeout "
-                               "apply to usi: engines only")
-        if depth is None and nodes is None:
-            depth, nodes = PLAY_DEPTH, PLAY_NODES
-        elif depth is None:
-            depth = _MAX_BUILTIN_DEPTH
-        return EngineSettings("builtin", {}, nodes, None, None, depth, None, retries)
-    if kind == "usi" and command.strip():
-        if nodes is None and byoyomi is None and movetime is None and depth is None:
-            byoyomi = DEFAULT_BYOYOMI
-        return EngineSettings(f"usi:{command}", options, nodes, byoyomi, movetime, depth,
-                              timeout, retries)
-    raise BookgenError(f"unknown engine {engine!r} (use builtin or usi:COMMAND)")
 
 
 # --------------------------------------------------------------------------
@@ -174,56 +85,35 @@ def engine_settings(engine: str = "builtin", engine_options: dict[str, str] | No
 
 
 @dataclass
-class AnalysisResult:
-    """The outcome of searching one position (``ok`` False: every attempt failed)."""
+class AnalysisRecord:
+    """Refine search's record of one position: its evaluation, or why it has none
+    (``ok`` False: every attempt failed), the engine restarts and the seconds it took."""
 
     position_id: int
     ok: bool
-    score: int | None = None
-    mate: int | None = None
-    bound: str | None = None
-    depth: int | None = None
-    seldepth: int | None = None
-    nodes: int | None = None
-    bestmove: str | None = None
-    pv: str = ""
+    evaluation: Evaluation | None = None
     error: str = ""
     restarts: int = 0
     seconds: float = 0.0
 
 
-class _NoScore(Exception):
-    """The engine answered without any score: a configuration problem, not retried."""
+def open_analyser(settings: EngineSettings) -> Evaluator:
+    """The engine analysing best lines (see
+    :func:`~bookgen.engines.factory.open_evaluator`); a clear BookgenError when it
+    cannot start."""
+    return open_evaluator(settings, "best-line", search_label(str(settings.spec)))
 
 
-class Analyser(Protocol):
-    def analyse(self, position_id: int, sfen: str) -> AnalysisResult: ...
-
-    def close(self) -> None: ...
-
-
-class BuiltinAnalyser:
-    """The built-in alpha-beta search (:mod:`bookgen.engines.builtin.alphabeta`), deterministic."""
-
-    def __init__(self, settings: EngineSettings) -> None:
-        self.settings = settings
-        self.searcher = Searcher()
-
-    def analyse(self, position_id: int, sfen: str) -> AnalysisResult:
-        start = time.perf_counter()
-        board = cshogi.Board(sfen)
-        r = self.searcher.search_root(board, self.settings.depth or PLAY_DEPTH,
-                                      self.settings.nodes, margin=0)
-        if not r.best:
-            return AnalysisResult(position_id, True, -MATE_VALUE, 0, "exact", 0, None, r.nodes,
-                                  None, "", seconds=time.perf_counter() - start)
-        return AnalysisResult(
-            position_id, True, r.score, r.mate, "exact", r.depth, None, r.nodes,
-            cshogi.move_to_usi(r.best), " ".join(cshogi.move_to_usi(m) for m in r.pv),
-            seconds=time.perf_counter() - start)
-
-    def close(self) -> None:
-        pass
+def analyse_position(evaluator: Evaluator, position_id: int, sfen: str) -> AnalysisRecord:
+    """Search one position; a position the engine gave up on is a record with ``ok`` False."""
+    start = time.perf_counter()
+    try:
+        [evaluation] = evaluator.evaluate([cshogi.Board(sfen)])
+    except PositionFailed as failed:
+        return AnalysisRecord(position_id, False, error=failed.error, restarts=failed.restarts,
+                              seconds=time.perf_counter() - start)
+    return AnalysisRecord(position_id, True, evaluation, restarts=evaluation.restarts,
+                          seconds=time.perf_counter() - start)
 
 
 def search_label(spec: str) -> EngineLabel:
@@ -231,82 +121,6 @@ def search_label(spec: str) -> EngineLabel:
     return EngineLabel(f"engine {spec}", f"cannot start engine {spec}",
                        "engine {name}: gpsusi aborts on 'go nodes', 'go movetime' and "
                        "'go depth'; use --byoyomi")
-
-
-class UsiAnalyser:
-    """A USI engine searching one position at a time, restarted when it fails."""
-
-    def __init__(self, settings: EngineSettings) -> None:
-        self.settings = settings
-        self.policy = RestartPolicy(settings.retries)
-        self.engine = start_engine(
-            settings.command, settings.options,
-            SearchLimits(settings.nodes, settings.byoyomi, settings.movetime, settings.depth),
-            search_label(settings.spec), stop_grace_s=search_stop_grace(settings.timeout))
-
-    def analyse(self, position_id: int, sfen: str) -> AnalysisResult:
-        start = time.perf_counter()
-        board = cshogi.Board(sfen)
-        legal = {cshogi.move_to_usi(m) for m in board.legal_moves}
-        try:
-            result, restarts = run_with_restarts(
-                self.engine, lambda: self._analyse_once(position_id, sfen, board, legal),
-                self.policy, retried=(UsiError, BadOutput), final=(_NoScore,))
-        except EngineFailed as failed:
-            return AnalysisResult(position_id, False,
-                                  error=str(failed.last) or type(failed.last).__name__,
-                                  restarts=failed.restarts, seconds=time.perf_counter() - start)
-        result.restarts = restarts
-        result.seconds = time.perf_counter() - start
-        return result
-
-    def _analyse_once(self, position_id: int, sfen: str, board: cshogi.Board,
-                      legal: set[str]) -> AnalysisResult:
-        engine = self.engine
-        engine.new_game()
-        engine.position(f"sfen {sfen}")
-        s = self.settings
-        result = engine.go(nodes=s.nodes, byoyomi=s.byoyomi, movetime=s.movetime, depth=s.depth,
-                           timeout=s.timeout)
-        if result.bestmove is None and not (result.resign or result.win):
-            raise BadOutput(f"no bestmove in the engine's answer (last lines: "
-                             f"{result.tail()})")
-        if result.bestmove is not None and result.bestmove not in legal:
-            raise BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
-        info = self._last_scored(result)
-        if info is None:
-            if result.resign or result.win:
-                score = MATE_VALUE if result.win else -MATE_VALUE
-                return AnalysisResult(position_id, True, score, None, "exact", None, None,
-                                      result.nodes, result.bestmove, "")
-            hint = " (gpsusi: --engine-option BookDepth=0)" if is_gpsshogi(engine.name) else ""
-            raise _NoScore(f"engine {engine.name or s.command!r} answered bestmove "
-                           f"{result.bestmove} without any score{hint}; it may be playing "
-                           "from its own book")
-        nodes = max(n for n in (info.nodes, result.nodes, 0) if n is not None)
-        return AnalysisResult(
-            position_id, True, info.score, info.mate, info.bound or "exact", info.depth,
-            info.seldepth, nodes or None, result.bestmove,
-            " ".join(legal_prefix(board, info.pv)))
-
-    def _last_scored(self, result: UsiSearch) -> Any:
-        """The last info line of the first PV that carried a score."""
-        for line in reversed(result.lines):
-            if line.startswith("info"):
-                info = parse_info(line, self.engine.mate_cp_threshold)
-                if info is not None and info.multipv == 1 and info.has_score:
-                    return info
-        return None
-
-    def close(self) -> None:
-        self.engine.close()
-
-
-def start_analyser(settings: EngineSettings) -> Analyser:
-    """Start the engine; a clear BookgenError when it cannot start."""
-    if settings.kind == "builtin":
-        return BuiltinAnalyser(settings)
-    return UsiAnalyser(settings)
 
 
 # --------------------------------------------------------------------------
@@ -317,11 +131,11 @@ _worker: dict[str, Any] = {}
 
 
 def _worker_init(settings: EngineSettings) -> None:
-    _worker["analyser"] = start_analyser(settings)
+    _worker["evaluator"] = open_analyser(settings)
 
 
-def _worker_analyse(task: tuple[int, str]) -> AnalysisResult:
-    return _worker["analyser"].analyse(*task)
+def _worker_analyse(task: tuple[int, str]) -> AnalysisRecord:
+    return analyse_position(_worker["evaluator"], *task)
 
 
 def select_positions(index: BookIndex, select: str = "all", min_visits: int | None = None,
@@ -410,8 +224,8 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     # starts), then an engine that cannot start is an error before the book is
     # touched.
     with writing(path, wait=wait):
-        analyser: Analyser | None  # None once handed over to the backend
-        analyser = start_analyser(settings)
+        analyser: Evaluator | None  # None once handed over to the backend
+        analyser = open_analyser(settings)
         try:
             store = Book(path, create=False, wait=wait)
         except BaseException:
@@ -431,15 +245,16 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
         left = len(todo) - limit if limit is not None and len(todo) > limit else 0
         if limit is not None:
             todo = todo[:limit]
-        params = {"engine": settings.spec, "key": settings.key(), "select": select,
+        spec = str(settings.spec)
+        params = {"engine": spec, "key": settings.key(), "select": select,
                   "min_visits": min_visits, "margin": margin, "workers": workers,
                   "limit": limit, "engine_timeout": engine_timeout, "retries": retries,
                   "only": len(wanted) if wanted is not None else None}
-        summary = SearchSummary(str(book), 0, "running", settings.spec, select,
+        summary = SearchSummary(str(book), 0, "running", spec, select,
                                 selected=len(selected), already_analysed=already,
                                 to_analyse=len(todo), left_by_limit=left)
         with store.transaction():
-            summary.run_id = store.begin_run("refine search", params, evaluator=settings.spec)
+            summary.run_id = store.begin_run("refine search", params, evaluator=spec)
             store.end_run(summary.run_id, status="running", counts=_counts(summary))
         status = "failed"
         abandon = True  # on errors and Ctrl-C: do not wait for the workers' searches
@@ -457,7 +272,8 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
                                          queued_per_worker=2)
                 else:
                     local = analyser
-                    backend = LocalRunner(lambda task: local.analyse(*task), local.close)
+                    backend = LocalRunner(lambda task: analyse_position(local, *task),
+                                          local.close)
                     analyser = None
                 with stop_on_interrupt() as stop:
                     status = _run(store, index, todo, backend, summary, stop, start, progress)
@@ -541,7 +357,7 @@ def _run(store: Book, index: BookIndex, todo: list[int], backend: Any, summary: 
                 stop.interrupt()
 
 
-def _broken_engine(summary: SearchSummary, result: AnalysisResult | None,
+def _broken_engine(summary: SearchSummary, result: AnalysisRecord | None,
                    failures_in_a_row: int) -> str:
     """Why the run gives up on the engine (``result``: the last failure, if the run
     had more to do)."""
@@ -565,7 +381,7 @@ def _done_reason(summary: SearchSummary) -> str:
     return "all selected positions searched"
 
 
-def _record(store: Book, summary: SearchSummary, result: AnalysisResult) -> None:
+def _record(store: Book, summary: SearchSummary, result: AnalysisRecord) -> None:
     with uncounted_on_failure(summary):
         summary.restarts += result.restarts
         if result.ok:
@@ -575,11 +391,12 @@ def _record(store: Book, summary: SearchSummary, result: AnalysisResult) -> None
             summary.failed_positions.append(result.position_id)
             summary.last_error = result.error
         with store.transaction():
-            if result.ok:
+            e = result.evaluation
+            if e is not None:
                 writes.insert_analysis(
                     store.conn,
-                    (result.position_id, summary.run_id, summary.engine, result.score,
-                     result.mate, result.bound, result.depth, result.seldepth, result.nodes,
-                     result.bestmove, result.pv or None, utc_now()))
+                    (result.position_id, summary.run_id, summary.engine, e.score, e.mate,
+                     e.bound, e.depth, e.seldepth, e.nodes, e.bestmove, " ".join(e.pv) or None,
+                     utc_now()))
             store.end_run(summary.run_id, status="running", counts=_counts(summary))
     fault_point("refine-search-recorded")

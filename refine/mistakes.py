@@ -50,9 +50,10 @@ from typing import Any, Protocol
 import cshogi
 
 from bookgen.engines.factory import default_batch_size
+from bookgen.engines.settings import EngineSettings
 from bookgen.errors import BookgenError
 from bookgen.position import board_key, signed64
-from bookgen.refine.book_search import EngineSettings, search
+from bookgen.refine.book_search import search
 from bookgen.refine.minimax import refine_minimax
 from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries, writes
@@ -407,9 +408,10 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
     if stop.is_set():
         return "interrupted"
     settings = EngineSettings.from_key(summary.key)
-    searched = search(store.path, engine=settings.spec, engine_options=settings.options,
-                      nodes=settings.nodes, byoyomi=settings.byoyomi, movetime=settings.movetime,
-                      depth=settings.depth, workers=workers, only=added, progress=progress)
+    limits = settings.limits
+    searched = search(store.path, engine=str(settings.spec), engine_options=settings.options,
+                      nodes=limits.nodes, byoyomi=limits.byoyomi_ms, movetime=limits.movetime_ms,
+                      depth=limits.depth, workers=workers, only=added, progress=progress)
     step["search_run"] = searched.run_id
     step["analysed"] = searched.analysed
     return searched.status

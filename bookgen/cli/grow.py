@@ -29,29 +29,24 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
                        byoyomi: int | None, movetime: int | None, multipv: int | None,
                        depth: int | None, batch_size: int | None,
                        engine_timeout: float | None = None) -> dict[str, Any]:
-    """Constructor options of the evaluator kind named by ``spec`` (for
-    ``blend:BOOK:INNER``, of INNER: the blend passes them on)."""
-    kind = spec.partition(":")[0]
-    if kind == "blend":
-        kind = spec.split(":", 2)[-1].partition(":")[0]
-    options: dict[str, Any] = {}
-    if kind == "usi":
-        from bookgen.engines.usi.analyser import parse_options
+    """Constructor options of the evaluator named by ``spec`` (for
+    ``blend:BOOK:INNER``, of INNER: the blend passes them on), from its
+    :class:`~bookgen.engines.settings.EngineSettings`."""
+    from bookgen.engines.restart import SearchLimits
+    from bookgen.engines.settings import EngineSettings
+    from bookgen.engines.spec import parse_spec
+    from bookgen.engines.usi.analyser import parse_options
 
-        options["options"] = parse_options(list(engine_options))
-        for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
-                            ("multipv", multipv), ("depth", depth),
-                            ("timeout", engine_timeout)):
-            if value is not None:
-                options[name] = value
-    elif engine_options or nodes or byoyomi or movetime or multipv or engine_timeout:
+    parsed = parse_spec(spec)
+    usi = parsed.base.is_usi
+    if not usi and (engine_options or nodes or byoyomi or movetime or multipv
+                    or engine_timeout):
         raise BookgenError("--engine-option, --nodes, --byoyomi, --movetime, --multipv and "
                            "--engine-timeout apply to usi: evaluators only")
-    if kind == "builtin" and depth is not None:
-        options["depth"] = depth
-    if kind in ("torch", "onnx") and batch_size is not None:
-        options["batch_size"] = batch_size
-    return options
+    settings = EngineSettings(parsed, parse_options(list(engine_options)) if usi else {},
+                              SearchLimits(nodes, byoyomi, movetime, depth),
+                              timeout_s=engine_timeout, multipv=multipv, batch_size=batch_size)
+    return settings.evaluator_options()
 
 
 @click.command("grow")

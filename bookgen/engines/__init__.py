@@ -1,10 +1,14 @@
 """Everything that thinks: the engines layer.
 
-- :mod:`bookgen.engines.protocols`: the evaluator interface (a batch of
-  positions in, priors and values out) shared by every engine;
+- :mod:`bookgen.engines.protocols`: the one interface for analysing positions
+  (a batch of positions in, priors, values and best lines out) shared by
+  every engine and used by grow, MCTS, blend and refine search;
+- :mod:`bookgen.engines.spec`: the one grammar of engine specs;
+- :mod:`bookgen.engines.settings`: the one engine-settings type (spec,
+  options, limits, timeout, restarts) and refine search's analysis key;
 - :mod:`bookgen.engines.factory`: the evaluator named by a spec string
   (``builtin``, ``usi:COMMAND``, ``torch:PATH``, ``onnx:PATH``,
-  ``blend:BOOK:INNER``) and the MCTS batch-size defaults;
+  ``blend:BOOK:INNER``) or by settings, and the MCTS batch-size defaults;
 - :mod:`bookgen.engines.builtin`: the built-in alpha-beta search and its evaluator;
 - :mod:`bookgen.engines.usi`: the USI protocol, the engine client and USI evaluators;
 - :mod:`bookgen.engines.restart`: starting USI engines and restarting them when

@@ -1,6 +1,7 @@
-"""The evaluator named by a spec string, and the MCTS batch sizes per kind.
+"""The evaluator named by a spec string or by settings, and the MCTS batch sizes per kind.
 
-``make_evaluator(spec)`` builds one from its command-line name:
+``make_evaluator(spec)`` builds one from its command-line name, and
+``open_evaluator(settings)`` from :class:`~bookgen.engines.settings.EngineSettings`:
 
 - ``builtin``: material and piece-placement evaluation with a small
   alpha-beta + quiescence search on cshogi (needs nothing installed);
@@ -11,12 +12,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bookgen.engines.protocols import Evaluator
+from bookgen.engines.protocols import AnalysisMode, Evaluator
 from bookgen.engines.spec import EngineSpec, parse_spec
 
-__all__ = ["DEFAULT_BATCH_SIZES", "batch_size_help", "default_batch_size", "make_evaluator"]
+if TYPE_CHECKING:  # cshogi stays unloaded for `bookgen --help`
+    from bookgen.engines.restart import EngineLabel
+    from bookgen.engines.settings import EngineSettings
+
+__all__ = ["DEFAULT_BATCH_SIZES", "batch_size_help", "default_batch_size", "make_evaluator",
+           "open_evaluator"]
 
 # Leaves an MCTS search evaluates together, when --batch-size is not given.
 # The built-in evaluator costs the same per leaf at any batch size; a network
@@ -75,3 +81,29 @@ def make_evaluator(spec: str | EngineSpec, **options: Any) -> Evaluator:
             inner.close()
             raise
     raise ValueError(f"{spec} is not an analyser")
+
+
+def open_evaluator(settings: EngineSettings, mode: AnalysisMode = "multipv-lines",
+                   label: EngineLabel | None = None) -> Evaluator:
+    """The evaluator ``settings`` describe.
+
+    ``mode="best-line"`` (refine search) analyses each position as one best
+    line: the built-in search with margin 0 and no priors (depth 4 unless
+    the limits say), a USI engine in its ``best-line`` mode. ``label`` words
+    a USI engine's start errors (default: the evaluator's words).
+    """
+    options = settings.evaluator_options()
+    kind = settings.spec.base.kind
+    if mode == "best-line":
+        if kind == "builtin":
+            from bookgen.engines.builtin.alphabeta import PLAY_DEPTH
+
+            options.setdefault("depth", PLAY_DEPTH)
+            options.update(margin=0, priors=False)
+        elif kind == "usi":
+            options["mode"] = mode
+        else:
+            raise ValueError(f"{settings.spec} has no best-line mode")
+    if kind == "usi" and label is not None:
+        options["label"] = label
+    return make_evaluator(settings.spec, **options)

@@ -36,6 +36,9 @@ class BuiltinEvaluator(EvaluatorBase):
     ``(heuristic + search_weight * (score - best score)) / temperature``,
     score differences clipped at ``-margin``; ``search_weight=0`` gives pure
     heuristic priors. ``coef`` converts centipawns to win probabilities.
+    With ``priors=False`` (refine search) it gives the best line only: the
+    best move with prior 1 and no heuristics. Every evaluation carries the
+    search's score, best move and PV (bound exact).
     """
 
     spec = "builtin"
@@ -43,7 +46,8 @@ class BuiltinEvaluator(EvaluatorBase):
     def __init__(self, depth: int = DEFAULT_DEPTH, nodes: int | None = None,
                  temperature: float = 60.0, coef: float = EVAL_COEF,
                  search_weight: float = 1.0, margin: int = 300,
-                 play_depth: int = PLAY_DEPTH, play_nodes: int | None = PLAY_NODES) -> None:
+                 play_depth: int = PLAY_DEPTH, play_nodes: int | None = PLAY_NODES,
+                 priors: bool = True) -> None:
         if depth < 1:
             raise ValueError("depth must be at least 1")
         if temperature <= 0:
@@ -56,6 +60,7 @@ class BuiltinEvaluator(EvaluatorBase):
         self.margin = int(margin)
         self.play_depth = play_depth
         self.play_nodes = play_nodes
+        self.priors = priors
         self._searcher = Searcher()
 
     def evaluate(self, boards: Sequence[cshogi.Board]) -> list[Evaluation]:
@@ -67,18 +72,29 @@ class BuiltinEvaluator(EvaluatorBase):
         r = self._searcher.search_root(board, self.depth, self.nodes, self.margin)
         if not r.moves:
             # No legal move: the side to move has lost (mate 0 = checkmated now).
-            return Evaluation(moves=[], priors=[], value=0.0, depth=0, nodes=r.nodes, mate=0)
+            return Evaluation(moves=[], priors=[], value=0.0, depth=0, nodes=r.nodes, mate=0,
+                              score=-MATE, bound="exact")
+        best = cshogi.move_to_usi(r.best)
+        pv = [cshogi.move_to_usi(m) for m in r.pv]
+        value = cp_to_value(r.score, self.coef)
+        if not self.priors:
+            return Evaluation(moves=[best], priors=[1.0], value=value, depth=r.depth,
+                              nodes=r.nodes, mate=r.mate, pv=pv, move_ints=[r.best],
+                              score=r.score, bound="exact", bestmove=best)
         priors = self._priors(board, r)
         return Evaluation(
             moves=[cshogi.move_to_usi(m) for m in r.moves],
             priors=priors,
-            value=cp_to_value(r.score, self.coef),
+            value=value,
             move_values=None,
             depth=r.depth,
             nodes=r.nodes,
             mate=r.mate,
-            pv=[cshogi.move_to_usi(m) for m in r.pv],
+            pv=pv,
             move_ints=list(r.moves),
+            score=r.score,
+            bound="exact",
+            bestmove=best,
         )
 
     def _priors(self, board: cshogi.Board, r: RootResult) -> list[float]:

@@ -1,8 +1,9 @@
-"""USI engines as evaluators, with BookMiner-style MultiPV analysis.
+"""USI engines as evaluators: BookMiner-style MultiPV lines, or one best line.
 
 For each position ``UsiEvaluator`` sends ``position sfen SFEN`` (no move
 history, so that a position's evaluation does not depend on the path to it)
-and searches with the configured limits:
+and searches with the configured limits. In the ``multipv-lines`` mode
+(grow, MCTS):
 
 - engines that declare a ``MultiPV`` option are searched with MultiPV k
   (starting at ``multipv``); while the first and the k-th line score within
@@ -24,6 +25,16 @@ score otherwise) and use ``byoyomi`` only: it aborts on ``go nodes``, ``go
 movetime`` and ``go depth`` (the evaluator refuses them). It treats byoyomi
 in whole seconds (300 ms gives it up to a second) and often stops early. Its
 mates come as huge ``score cp`` values, read as mates by :mod:`bookgen.engines.usi.protocol`.
+
+In the ``best-line`` mode (refine search) every position gets ``usinewgame``
+(a cleared hash, so that a result does not depend on what the engine
+searched before) and one search; the evaluation is the last scored line of
+the first PV, as the engine reported it (``score``, ``mate``, ``bound``,
+``depth``, ``seldepth``, ``nodes``, ``bestmove``, ``pv``), with the best
+move as the only move. A ``bestmove resign`` or ``win`` without a score is
+a mate either way. An answer without any score is not retried. A position
+that fails raises :class:`~bookgen.engines.protocols.PositionFailed`, which
+holds the last error and the restarts tried.
 """
 
 from __future__ import annotations
@@ -33,7 +44,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import cshogi
 
-from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
+from bookgen.engines.protocols import (
+    AnalysisMode,
+    Evaluation,
+    EvaluatorBase,
+    EvaluatorError,
+    PositionFailed,
+)
 from bookgen.engines.restart import (
     EngineFailed,
     EngineLabel,
@@ -45,16 +62,20 @@ from bookgen.engines.restart import (
     start_engine,
 )
 from bookgen.engines.usi.client import UsiEngine, UsiError
-from bookgen.engines.usi.protocol import InfoLine, UsiSearch, printable
+from bookgen.engines.usi.protocol import InfoLine, UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
-from bookgen.values import cp_to_value
+from bookgen.values import MATE_VALUE, cp_to_value
 
 __all__ = ["BadOutput", "UsiEvaluator", "evaluator_label", "parse_options"]
 
 
 class BadOutput(Exception):
     """The engine answered, but with something unusable (illegal move, no bestmove)."""
+
+
+class _NoScore(Exception):
+    """The engine answered without any score: a configuration problem, not retried."""
 
 
 def parse_options(pairs: Iterable[str]) -> dict[str, str]:
@@ -105,14 +126,17 @@ class UsiEvaluator(EvaluatorBase):
     with none of them, ``byoyomi`` 1000. ``timeout`` is the longest wait for
     one search in seconds (None: the time limit plus a margin, or 600 s for
     node- and depth-limited searches). The engine starts in the constructor;
-    options it does not declare raise ``EvaluatorError``.
+    options it does not declare raise ``label.error`` (``EvaluatorError``
+    with the words of :func:`evaluator_label` unless another label is
+    given). ``mode``: see the module docstring.
     """
 
     def __init__(self, command: str, options: Mapping[str, str] | None = None,
                  nodes: int | None = None, byoyomi: int | None = None,
                  movetime: int | None = None, depth: int | None = None, multipv: int = 4,
                  multipv_margin: int = 100, max_multipv: int = 16, temperature: float = 100.0,
-                 timeout: float | None = None, restarts: int = 3, coef: float = 756.0) -> None:
+                 timeout: float | None = None, restarts: int = 3, coef: float = 756.0,
+                 mode: AnalysisMode = "multipv-lines", label: EngineLabel | None = None) -> None:
         for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
                             ("depth", depth)):
             if value is not None and (not isinstance(value, int) or value <= 0):
@@ -124,6 +148,8 @@ class UsiEvaluator(EvaluatorBase):
             raise EvaluatorError("usi evaluator: temperature must be positive")
         if restarts < 0:
             raise EvaluatorError("usi evaluator: restarts must be 0 or more")
+        if mode not in ("multipv-lines", "best-line"):
+            raise EvaluatorError(f"usi evaluator: unknown mode {mode!r}")
         limits = SearchLimits(nodes, byoyomi, movetime, depth).or_default()
         self.spec = "usi:" + command
         self.command = command
@@ -136,14 +162,17 @@ class UsiEvaluator(EvaluatorBase):
         self.restarts = restarts
         self.policy = RestartPolicy(restarts)
         self.coef = coef
+        self.mode = mode
         self.searches = 0
         self.closed = False
         self.engine: UsiEngine | None = None
-        label = evaluator_label(command)
+        label = label or evaluator_label(command)
         self.engine = start_engine(command, options, limits, label,
                                    stop_grace_s=search_stop_grace(timeout))
         self.multipv_option = next(
             (o.name for o in self.engine.options.values() if o.name.lower() == "multipv"), None)
+        if mode == "best-line":
+            return  # usinewgame before every position
         try:
             self.engine.new_game()
         except UsiError as exc:
@@ -168,6 +197,8 @@ class UsiEvaluator(EvaluatorBase):
     # -- one position ------------------------------------------------------
 
     def _evaluate_one(self, board: cshogi.Board) -> Evaluation:
+        if self.mode == "best-line":
+            return self._best_line(board)
         legal = [cshogi.move_to_usi(m) for m in board.legal_moves]
         if not legal:
             return Evaluation(moves=[], priors=[], value=0.0, move_values=[], mate=0)
@@ -176,7 +207,7 @@ class UsiEvaluator(EvaluatorBase):
         sfen = board.sfen()
         engine = self.engine
         try:
-            evaluation, _restarts = run_with_restarts(
+            evaluation, restarts = run_with_restarts(
                 engine, lambda: self._analyse(sfen, legal), self.policy,
                 retried=(UsiError, BadOutput), after_restart=engine.new_game)
         except EngineFailed as failed:
@@ -184,7 +215,71 @@ class UsiEvaluator(EvaluatorBase):
                 f"USI engine {engine.name or self.command!r} failed {len(failed.errors)} times "
                 f"on sfen {sfen} (restarted up to {self.restarts} times); last error: "
                 f"{failed.last}") from None
+        evaluation.restarts = restarts
         return evaluation
+
+    # -- best-line mode ----------------------------------------------------
+
+    def _best_line(self, board: cshogi.Board) -> Evaluation:
+        if self.engine is None or self.closed:
+            raise EvaluatorError(f"{self.spec}: the evaluator is closed")
+        sfen = board.sfen()
+        legal = {cshogi.move_to_usi(m) for m in board.legal_moves}
+        try:
+            evaluation, restarts = run_with_restarts(
+                self.engine, lambda: self._search_best_line(sfen, board, legal), self.policy,
+                retried=(UsiError, BadOutput), final=(_NoScore,))
+        except EngineFailed as failed:
+            error = str(failed.last) or type(failed.last).__name__
+            raise PositionFailed(
+                f"USI engine {self.engine.name or self.command!r} failed on sfen {sfen} "
+                f"({len(failed.errors)} attempts, {failed.restarts} restarts); last error: "
+                f"{error}", error, failed.restarts) from None
+        evaluation.restarts = restarts
+        return evaluation
+
+    def _search_best_line(self, sfen: str, board: cshogi.Board, legal: set[str]) -> Evaluation:
+        engine = self.engine
+        assert engine is not None
+        engine.new_game()
+        engine.position(f"sfen {sfen}")
+        result = engine.go(**self.limits.go(), timeout=self.timeout)
+        self.searches += 1
+        if result.bestmove is None and not (result.resign or result.win):
+            raise BadOutput(f"no bestmove in the engine's answer (last lines: "
+                             f"{result.tail()})")
+        if result.bestmove is not None and result.bestmove not in legal:
+            raise BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
+        moves = [result.bestmove] if result.bestmove is not None else []
+        priors = [1.0] * len(moves)
+        info = self._last_scored(result)
+        if info is None:
+            if result.resign or result.win:
+                score = MATE_VALUE if result.win else -MATE_VALUE
+                return Evaluation(moves=moves, priors=priors, value=1.0 if result.win else 0.0,
+                                  score=score, bound="exact", depth=None, nodes=result.nodes,
+                                  bestmove=result.bestmove)
+            hint = " (gpsusi: --engine-option BookDepth=0)" if is_gpsshogi(engine.name) else ""
+            raise _NoScore(f"engine {engine.name or self.command!r} answered bestmove "
+                           f"{result.bestmove} without any score{hint}; it may be playing "
+                           "from its own book")
+        nodes = max(n for n in (info.nodes, result.nodes, 0) if n is not None)
+        return Evaluation(moves=moves, priors=priors, value=self._value(info),
+                          score=info.score, mate=info.mate, bound=info.bound or "exact",
+                          depth=info.depth, seldepth=info.seldepth, nodes=nodes or None,
+                          bestmove=result.bestmove, pv=legal_prefix(board, info.pv))
+
+    def _last_scored(self, result: UsiSearch) -> InfoLine | None:
+        """The last info line of the first PV that carried a score."""
+        assert self.engine is not None
+        for line in reversed(result.lines):
+            if line.startswith("info"):
+                info = parse_info(line, self.engine.mate_cp_threshold)
+                if info is not None and info.multipv == 1 and info.has_score:
+                    return info
+        return None
+
+    # -- multipv-lines mode ------------------------------------------------
 
     def _search(self, sfen: str, legal: set[str], k: int | None = None) -> UsiSearch:
         assert self.engine is not None
