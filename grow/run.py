@@ -33,6 +33,7 @@ from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.lock import writing
 from bookgen.store.runs import mark_dead_runs
+from bookgen.values import DrawValues
 from bookgen.workers.runcontrol import (
     collect_or_abandon,
     in_flight,
@@ -74,12 +75,13 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
          playouts: int = 200, batch_size: int | None = None, trials: int | None = None,
          positions: int | None = None, seconds: float | None = None, color: str = "both",
          roots: str | Path | None = None, max_ply: int = 64, eval_threshold: int = 400,
-         temperature: float = 1.0, draw_value_black: float = 0.5,
-         draw_value_white: float = 0.5, visit_threshold: float = 0.005, cutoff: float = 0.015,
+         temperature: float = 1.0, draw_value_black: int = 500,
+         draw_value_white: int = 500, visit_threshold: float = 0.005, cutoff: float = 0.015,
          min_visits: int = 5, workers: int = 1, seed: int = 0, progress: bool = True,
          wait: bool = False) -> GrowSummary:
     """Grow ``book`` until a budget (trials, expanded positions, seconds) runs out,
     the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``.
+    Draw values are per mille of a win (:class:`bookgen.values.DrawValues`).
 
     ``batch_size`` None is the evaluator's default
     (:func:`bookgen.engines.factory.default_batch_size`). ``wait``: when another
@@ -97,18 +99,14 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
                         ("--batch-size", batch_size)):
         if value < 1:
             raise BookgenError(f"{name} must be at least 1")
-    for name, probability in (("--draw-value-black", draw_value_black),
-                              ("--draw-value-white", draw_value_white)):
-        if not 0.0 <= probability <= 1.0:
-            raise BookgenError(f"{name} is a win probability between 0 and 1")
+    draws = DrawValues(draw_value_black, draw_value_white)
     options = dict(evaluator_options or {})
     if workers > 1 and evaluator.startswith(("torch:", "onnx:")):
         # Each worker runs its own model: share the cores instead of each taking all.
         options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
     root_boards = read_roots(roots) if roots else [cshogi.Board(STARTPOS_SFEN + " 1")]
     settings = ExpansionSettings(
-        MctsSettings(playouts=playouts, batch_size=batch_size,
-                       draw_value_black=draw_value_black, draw_value_white=draw_value_white),
+        MctsSettings(playouts=playouts, batch_size=batch_size, draws=draws),
         visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits)
     limits = WalkLimits(max_ply=max_ply, eval_threshold=eval_threshold,
                         temperature=temperature, color=color)

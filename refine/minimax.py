@@ -24,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.refine.minimax_graph import MinimaxGraph, build_graph
 from bookgen.refine.negascout import negascout
 from bookgen.refine.retrograde import DEPTH_INF, Propagation, analyse, retrograde
 from bookgen.signals import fault_point
 from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, queries, writes
+from bookgen.values import DrawValues
 
 __all__ = ["METHODS", "peak_memory_mb", "refine_minimax", "write_results"]
 
@@ -75,12 +76,6 @@ def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id:
             "child_links_added": int((link & stored).sum())}
 
 
-def _check_draw_value(name: str, value: int) -> None:
-    """Draw values are per mille of a win."""
-    if not 0 <= value <= 1000:
-        raise BookgenError(f"{name} is per mille of a win, between 0 and 1000 (got {value})")
-
-
 def peak_memory_mb() -> float:
     """Peak resident memory of this process so far."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -99,10 +94,9 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
     """
     if method not in METHODS:
         raise BookgenError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
-    _check_draw_value("--draw-value-black", draw_value_black)
-    _check_draw_value("--draw-value-white", draw_value_white)
+    draws = DrawValues(draw_value_black, draw_value_white)
     if workers is not None and workers < 1:
-        raise BookgenError("--workers must be at least 1")
+        raise SettingsError("workers", "must be at least 1")
     started = time.perf_counter()
     params = {"draw_value_black": draw_value_black, "draw_value_white": draw_value_white,
               "method": method}
@@ -116,9 +110,9 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
         propagation_started = time.perf_counter()
         structure = analyse(graph)
         if method == "retrograde":
-            result = retrograde(graph, draw_value_black, draw_value_white, structure)
+            result = retrograde(graph, draws, structure)
         else:
-            result = negascout(graph, draw_value_black, draw_value_white, structure)
+            result = negascout(graph, draws, structure)
         result.seconds = time.perf_counter() - propagation_started
         fault_point("refine-minimax-propagated")
         write_started = time.perf_counter()

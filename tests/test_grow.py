@@ -166,6 +166,22 @@ def test_resume_continues_the_same_book(tmp_path):
     assert params["playouts"] == 30 and params["strategy"] == "dlshogi"
 
 
+def test_run_params_are_stored_as_before_with_draw_values_per_mille(tmp_path):
+    """runs.params is a fingerprint: its text (sorted keys) stays exactly this (draw
+    values per mille since issue 12; fractions before)."""
+    book = tmp_path / "book.sqlite"
+    grow(book, playouts=20, positions=2, seed=4, draw_value_white=600, progress=False)
+    conn = sqlite3.connect(book)
+    text = conn.execute("SELECT params FROM runs").fetchone()[0]
+    conn.close()
+    assert text == (
+        '{"batch_size": 1, "color": "both", "cutoff": 0.015, "draw_value_black": 500, '
+        '"draw_value_white": 600, "eval_threshold": 400, "evaluator": "builtin", '
+        '"evaluator_options": {}, "max_ply": 64, "min_visits": 5, "playouts": 20, '
+        '"positions": 2, "roots": null, "seconds": null, "seed": 4, "strategy": "dlshogi", '
+        '"temperature": 1.0, "trials": null, "visit_threshold": 0.005, "workers": 1}')
+
+
 def _moves_table(book: Path) -> dict[tuple[int, str], tuple]:
     conn = sqlite3.connect(book)
     try:

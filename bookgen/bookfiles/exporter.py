@@ -28,7 +28,7 @@ from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
 from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove, MoveRows, queries
 from bookgen.store.runs import last_params
-from bookgen.values import draw_cp  # the same conversion refine uses
+from bookgen.values import DrawValues  # refine's draw values, converted as refine does
 
 EXPORT_FORMATS = ("db2016", "apery", "policy", "hcpe")
 EXPORT_VALUES = ("raw", "minimax")
@@ -64,8 +64,9 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:
     params = last_params(store, REFINE_MINIMAX_COMMAND)
-    draws = (draw_cp(int(params.get("draw_value_black", 500))),
-             draw_cp(int(params.get("draw_value_white", 500))))
+    values = DrawValues(int(params.get("draw_value_black", 500)),
+                        int(params.get("draw_value_white", 500)))
+    draws = (values.cp(0), values.cp(1))  # by the side to move: black 0, white 1
     cursor = queries.minimax_rows(store.conn)
     current: str | None = None
     ply: int | None = None

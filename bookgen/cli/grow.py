@@ -131,8 +131,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                    playouts=playouts, batch_size=batch_size, trials=trials,
                    positions=positions, seconds=seconds, color=color, roots=roots,
                    max_ply=max_ply, eval_threshold=eval_threshold, temperature=temperature,
-                   draw_value_black=draw_value_black / 1000,
-                   draw_value_white=draw_value_white / 1000,
+                   draw_value_black=draw_value_black, draw_value_white=draw_value_white,
                    visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits,
                    workers=workers, seed=seed, wait=wait)
     if as_json:

@@ -1,4 +1,5 @@
-"""What every command module shares: the error wrapper, the exit codes and JSON output.
+"""What every command module shares: the error wrapper, the exit codes, the names of
+settings fields as flags, and JSON output.
 
 Command modules import it (and :mod:`bookgen.cli.options`); it imports no
 command module, so registration stays in :mod:`bookgen.cli` alone.
@@ -15,13 +16,32 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.startup import INTERRUPTED_EXIT, command_started, interrupted
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 ERROR_EXIT = 2
+
+# Settings fields whose flag is not ``--`` and the field's last part with dashes.
+FIELD_FLAGS = {
+    "draws.black": "--draw-value-black",
+    "draws.white": "--draw-value-white",
+}
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a settings field (:class:`bookgen.errors.SettingsError`):
+    ``"draws.black"`` is ``--draw-value-black``, ``"mcts.batch_size"`` ``--batch-size``."""
+    return FIELD_FLAGS.get(field) or "--" + field.rpartition(".")[2].replace("_", "-")
+
+
+def error_text(error: BookgenError) -> str:
+    """A library error as the command line says it: settings errors name the flag."""
+    if isinstance(error, SettingsError):
+        return f"{flag_of(error.field)} {error.message}"
+    return str(error)
 
 
 def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
@@ -41,7 +61,7 @@ def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
         try:
             return function(*args, **kwargs)
         except BookgenError as error:
-            click.echo(f"bookgen: error: {error}", err=True)
+            click.echo(f"bookgen: error: {error_text(error)}", err=True)
             sys.exit(ERROR_EXIT)
         except KeyboardInterrupt:
             click.echo("bookgen: interrupted", err=True)
