@@ -36,7 +36,7 @@ from bookgen.errors import BookgenError
 from bookgen.formats.records import write_pgn_game
 from bookgen.grow import grow
 from bookgen.store.results import ResultsFile
-from conftest import STARTPOS, dump_book, run_chromium, run_cli
+from conftest import STARTPOS, dump_book, run_chromium, run_cli, small_grow
 
 NASTY = '<script>alert(1)</script>&"x"'
 PIPE = "a|b`c"
@@ -429,7 +429,7 @@ def add_mistakes(book: Path) -> dict[int, int]:
 
 def test_book_section(results_path, tmp_path):
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=30, positions=40, seed=3, progress=False)
+    grow(book, small_grow(30, 40, seed=3), progress=False)
     mistakes = add_mistakes(book)
     before = dump_book(book)
     out, md_path = tmp_path / "book.html", tmp_path / "book.md"
@@ -468,7 +468,7 @@ def test_book_section(results_path, tmp_path):
 
 def test_book_without_mistakes_says_so(results_path, tmp_path):
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=30, positions=10, seed=1, progress=False)
+    grow(book, small_grow(30, 10, seed=1), progress=False)
     out = tmp_path / "r.html"
     run_cli("report", results_path, "-b", book, "-o", out, "-s", "0")
     text = out.read_text()

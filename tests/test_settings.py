@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import pickle
 
 import cshogi
@@ -10,6 +12,8 @@ import pytest
 from bookgen.cli.support import error_text, flag_of
 from bookgen.engines.mcts import MctsSettings, _terminal_value
 from bookgen.errors import BookgenError, SettingsError
+from bookgen.formats.positions import Roots
+from bookgen.grow import BookMoveRule, EvaluatorSettings, GrowBudget, GrowSettings, WalkSettings
 from bookgen.values import DrawValues, value_to_cp
 
 # -- draw values: per mille everywhere -------------------------------------------------
@@ -71,3 +75,123 @@ def test_a_settings_error_names_the_field_and_the_cli_names_the_flag():
     ("mcts.playouts", "--playouts")])
 def test_flags_of_fields(field, flag):
     assert flag_of(field) == flag
+
+
+# -- grow ------------------------------------------------------------------------------
+
+
+def test_grow_params_are_the_run_fingerprint_of_before(tmp_path):
+    """Every field lands under the name runs.params has always used."""
+    roots_file = tmp_path / "roots.txt"
+    roots_file.write_text("startpos moves 7g7f\n")
+    settings = GrowSettings(
+        evaluator=EvaluatorSettings("usi:engine", {"nodes": 100}), strategy="dropout",
+        budget=GrowBudget(trials=7, seconds_s=2.5), roots=Roots.read(roots_file),
+        walk=WalkSettings(max_ply=9, eval_threshold_cp=300, opponent_temperature=0.5,
+                          color="white", dropout_alpha_plies_per_pawn=20),
+        mcts=MctsSettings(playouts=30, batch_size=4, draws=DrawValues(450, 550)),
+        book_moves=BookMoveRule(visit_share_threshold=0.01, win_rate_cutoff=0.02,
+                                min_visits=3),
+        workers=2, seed=9)
+    assert settings.params() == {
+        "evaluator": "usi:engine", "evaluator_options": {"nodes": 100},
+        "strategy": "dropout", "playouts": 30, "batch_size": 4, "trials": 7,
+        "positions": None, "seconds": 2.5, "color": "white", "roots": str(roots_file),
+        "max_ply": 9, "eval_threshold": 300, "temperature": 0.5, "draw_value_black": 450,
+        "draw_value_white": 550, "visit_threshold": 0.01, "cutoff": 0.02, "min_visits": 3,
+        "workers": 2, "seed": 9}
+    assert GrowSettings().params() == {
+        "evaluator": "builtin", "evaluator_options": {}, "strategy": "dlshogi",
+        "playouts": 200, "batch_size": 1, "trials": None, "positions": 100,
+        "seconds": None, "color": "both", "roots": None, "max_ply": 64,
+        "eval_threshold": 400, "temperature": 1.0, "draw_value_black": 500,
+        "draw_value_white": 500, "visit_threshold": 0.005, "cutoff": 0.015,
+        "min_visits": 5, "workers": 1, "seed": 0}
+
+
+def test_grow_settings_are_frozen_and_pickle():
+    settings = GrowSettings(roots=Roots(("startpos moves 2g2f",), "two"),
+                            evaluator=EvaluatorSettings("builtin", {"depth": 2}))
+    copy = pickle.loads(pickle.dumps(settings))
+    assert copy == settings and copy.roots.boards()[0].sfen() == settings.roots.boards()[0].sfen()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.seed = 1  # type: ignore[misc]
+    options = {"depth": 2}
+    evaluator = EvaluatorSettings("builtin", options)
+    options["depth"] = 3  # the settings keep their own copy
+    assert evaluator.options == {"depth": 2}
+
+
+def test_the_budget_defaults_to_100_positions_only_without_any_limit():
+    assert GrowBudget() == GrowBudget(positions=100)
+    assert GrowBudget(trials=5).positions is None
+    assert GrowBudget(seconds_s=1.0).positions is None
+
+
+def test_networks_share_the_cores_between_workers(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    network = EvaluatorSettings("torch:m.pt", {"batch_size": 8})
+    assert network.options_for(1) == {"batch_size": 8}
+    assert network.options_for(3) == {"batch_size": 8, "threads": 2}
+    assert EvaluatorSettings("torch:m.pt", {"threads": 1}).options_for(3) == {"threads": 1}
+    assert EvaluatorSettings("builtin").options_for(3) == {}
+    assert GrowSettings(evaluator=network, workers=4).params()["evaluator_options"] == {
+        "batch_size": 8, "threads": 2}
+
+
+@pytest.mark.parametrize("make, field, cli_text", [
+    (lambda: WalkSettings(color="red"), "walk.color",
+     "--color must be both, black or white, not 'red'"),
+    (lambda: MctsSettings(playouts=0), "mcts.playouts", "--playouts must be at least 1"),
+    (lambda: MctsSettings(batch_size=0), "mcts.batch_size", "--batch-size must be at least 1"),
+    (lambda: GrowSettings(workers=0), "workers", "--workers must be at least 1"),
+    (lambda: GrowBudget(positions=0), "budget.positions", "--positions must be at least 1"),
+    (lambda: GrowBudget(seconds_s=0), "budget.seconds_s", "--time must be more than 0"),
+    (lambda: WalkSettings(eval_threshold_cp=-1), "walk.eval_threshold_cp",
+     "--eval-threshold must be at least 0"),
+    (lambda: WalkSettings(opponent_temperature=0), "walk.opponent_temperature",
+     "--temperature must be more than 0"),
+    (lambda: BookMoveRule(win_rate_cutoff=2), "book_moves.win_rate_cutoff",
+     "--cutoff must be between 0 and 1"),
+    (lambda: BookMoveRule(visit_share_threshold=-1), "book_moves.visit_share_threshold",
+     "--visit-threshold must be between 0 and 1"),
+])
+def test_bad_grow_settings_name_the_field_and_the_cli_the_flag(make, field, cli_text):
+    """The texts the CLI gives are those grow gave when it named the flags itself."""
+    with pytest.raises(SettingsError) as caught:
+        make()
+    assert caught.value.field == field and str(caught.value).startswith(field + " ")
+    assert error_text(caught.value) == cli_text
+
+
+def test_an_unknown_strategy_is_refused_as_before():
+    with pytest.raises(BookgenError, match=r"^unknown strategy 'x' \(choose from dlshogi, "
+                                           r"book-mcts, dropout\)$"):
+        GrowSettings(strategy="x")
+
+
+# -- roots -----------------------------------------------------------------------------
+
+
+def test_roots_are_checked_lines_with_a_label(tmp_path):
+    path = tmp_path / "roots.txt"
+    path.write_text("# a comment\nstartpos moves 7g7f\n\nsfen " + START + " 1\n")
+    roots = Roots.read(path)
+    assert roots.lines == ("startpos moves 7g7f", f"sfen {START} 1")
+    assert roots.label == str(path)
+    assert [board.sfen() for board in roots.boards()] == [
+        "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2", f"{START} 1"]
+    assert Roots().boards() == [] and Roots().label is None
+    assert Roots(["startpos"], "list").lines == ("startpos",)
+    with pytest.raises(BookgenError, match="^made:1: bad position"):
+        Roots(("startpos moves 7g7g",), "made")
+    with pytest.raises(SettingsError, match="^roots.label "):
+        Roots(("startpos",))
+    with pytest.raises(SettingsError, match="^roots.lines "):
+        Roots("startpos", "text")  # type: ignore[arg-type]
+    path.write_text("startpos moves 7g7f\nsfen bad\n")
+    with pytest.raises(BookgenError, match=f"^{path}:2: bad position"):
+        Roots.read(path)
+
+
+START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"

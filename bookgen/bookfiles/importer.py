@@ -14,7 +14,7 @@ from bookgen.formats import FORMATS, SAMPLE_BYTES, detect_format
 from bookgen.formats.apery import read_apery
 from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
 from bookgen.formats.parallel import PARALLEL_MIN_BYTES, read_db2016_parallel
-from bookgen.formats.positions import read_roots
+from bookgen.formats.positions import Roots
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
 from bookgen.store import DEFAULT_BOOK, Book, BulkWriter, writes
@@ -68,7 +68,7 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
         if not path.is_file():
             raise BookgenError(f"{path}: no such file")
     formats = [detect_format(path, fmt) for path in paths]
-    root_boards = read_roots(roots) if roots is not None else []
+    root_boards = Roots.read(roots).boards() if roots is not None else []
     if Path(book).resolve() in {path.resolve() for path in paths}:
         raise BookgenError(f"{book}: the book cannot import itself")
 

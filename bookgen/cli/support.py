@@ -28,6 +28,12 @@ ERROR_EXIT = 2
 FIELD_FLAGS = {
     "draws.black": "--draw-value-black",
     "draws.white": "--draw-value-white",
+    "budget.seconds_s": "--time",
+    "walk.eval_threshold_cp": "--eval-threshold",
+    "walk.opponent_temperature": "--temperature",
+    "book_moves.visit_share_threshold": "--visit-threshold",
+    "book_moves.win_rate_cutoff": "--cutoff",
+    "scan_workers": "--workers",
 }
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import cshogi
 
 from bookgen.engines.protocols import Evaluation, Evaluator
+from bookgen.errors import SettingsError
 from bookgen.values import DrawValues, value_to_cp
 
 C_BASE = 19652.0
@@ -38,6 +39,11 @@ class MctsSettings:
     c_init: float = C_INIT
     draws: DrawValues = field(default_factory=DrawValues)  # what a repetition is worth
     early_stop: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("playouts", "batch_size"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"mcts.{name}", "must be at least 1")
 
 
 @dataclass
