@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import os
 import pickle
+from pathlib import Path
 
 import cshogi
 import pytest
 
+from bookgen.bookfiles.exporter import ExportSettings, ExportSummary
+from bookgen.bookfiles.importer import ImportSettings, import_books
+from bookgen.bookfiles.merge import MergeSummary
+from bookgen.bookfiles.show import lookup_position
 from bookgen.cli.support import error_text, flag_of
+from bookgen.diagnostics import Diagnostics
 from bookgen.engines.mcts import MctsSettings, _terminal_value
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats.positions import Roots
 from bookgen.grow import BookMoveRule, EvaluatorSettings, GrowBudget, GrowSettings, WalkSettings
+from bookgen.store import BookMove, ValueColumn
 from bookgen.values import DrawValues, value_to_cp
+from conftest import ROOT, run_cli
 
 # -- draw values: per mille everywhere -------------------------------------------------
 
@@ -195,3 +205,92 @@ def test_roots_are_checked_lines_with_a_label(tmp_path):
 
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
+
+
+# -- book files --------------------------------------------------------------------------
+
+
+def test_a_settings_error_can_name_its_field_inside_the_message():
+    error = SettingsError("strict", f"3 invalid entries; {SettingsError.FIELD}: nothing "
+                                    "imported")
+    assert str(error) == "3 invalid entries; strict: nothing imported"
+    assert error_text(error) == "3 invalid entries; --strict: nothing imported"
+    assert error_text(SettingsError("format", "x.db: empty file, format unknown (use "
+                                              f"{SettingsError.FIELD})")) == \
+        "x.db: empty file, format unknown (use --format)"
+
+
+def test_import_settings_params_and_checks(tmp_path):
+    roots_file = tmp_path / "roots.txt"
+    roots_file.write_text("startpos moves 2g2f\n")
+    settings = ImportSettings(format="apery", strict=True, apery_roots=Roots.read(roots_file),
+                              apery_max_gap_plies=0, parser_workers=3)
+    assert settings.params([Path("a.bin")], ["apery"]) == {
+        "sources": ["a.bin"], "formats": ["apery"], "strict": True,
+        "roots": str(roots_file), "max_gap": 0}
+    assert ImportSettings().params([], [])["roots"] is None
+    with pytest.raises(BookgenError, match=r"^unknown format 'csv' \(choose from auto, "):
+        ImportSettings(format="csv")
+    with pytest.raises(SettingsError) as caught:
+        ImportSettings(apery_max_gap_plies=2)
+    assert error_text(caught.value) == "--max-gap must be 0 or 1"
+    with pytest.raises(SettingsError, match="^parser_workers must be at least 1$"):
+        ImportSettings(parser_workers=0)
+
+
+def test_library_errors_of_an_import_name_fields_and_the_cli_names_flags(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_text("sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1\n"
+                   "7g7f 7g7f 0 32 1\n")
+    with pytest.raises(SettingsError) as caught:
+        import_books(tmp_path / "b.sqlite", [bad], ImportSettings(strict=True),
+                     diagnostics=Diagnostics(stream=io.StringIO()), progress=False)
+    assert "; strict: nothing imported" in str(caught.value) and "--" not in str(caught.value)
+    result = run_cli("import", "--strict", bad, "-b", tmp_path / "c.sqlite", expect=2)
+    assert "; --strict: nothing imported, " in result.stderr
+    text = tmp_path / "text.db"
+    text.write_text("sfen x\n")
+    with pytest.raises(SettingsError, match="format apery, but the file is a DB2016"):
+        import_books(tmp_path / "b.sqlite", [text], ImportSettings(format="apery"),
+                     progress=False)
+    result = run_cli("import", "--format", "apery", text, "-b", tmp_path / "c.sqlite", expect=2)
+    assert "text.db: --format apery, but the file is a DB2016" in result.stderr
+
+
+def test_export_settings_and_summaries_keep_the_json_of_before():
+    assert ExportSettings(values="minimax").values is ValueColumn.MINIMAX  # type: ignore[arg-type]
+    with pytest.raises(BookgenError, match=r"^unknown export format 'csv' \(choose from "):
+        ExportSettings(format="csv")
+    with pytest.raises(BookgenError, match=r"^unknown values 'best' \(choose from raw, "
+                                           r"minimax\)$"):
+        ExportSettings(values="best")  # type: ignore[arg-type]
+    with pytest.raises(SettingsError) as caught:
+        ExportSettings(hcpe_policy_temperature=0)
+    assert error_text(caught.value) == "--temperature must be more than 0"
+    assert list(ExportSummary("b.db", "db2016", "raw", 3, moves=5).as_dict().items()) == [
+        ("positions", 3), ("moves", 5), ("file", "b.db"), ("format", "db2016"),
+        ("values", "raw")]
+    assert list(ExportSummary("b.hcpe", "hcpe", "minimax", 3, moves=5,
+                              policy_file="b.hcpe.policy.npy").as_dict()) == [
+        "positions", "moves", "policy_file", "file", "format", "values"]
+    assert list(ExportSummary("b.bin", "apery", "raw", 3, records=7, counts_scaled=0,
+                              scores_clamped=1, key_collisions=0).as_dict().items()) == [
+        ("positions", 3), ("records", 7), ("counts_scaled", 0), ("scores_clamped", 1),
+        ("key_collisions", 0), ("file", "b.bin"), ("format", "apery"), ("values", "raw")]
+
+
+def test_merge_and_show_results_keep_the_json_of_before(tmp_path):
+    assert list(MergeSummary(1, 2, 3, "m.sqlite", 4, 5, 6).as_dict().items()) == [
+        ("positions_added", 1), ("moves_added", 2), ("moves_updated", 3),
+        ("book", "m.sqlite"), ("positions", 4), ("moves", 5), ("run_id", 6)]
+    book = tmp_path / "b.sqlite"
+    run_cli("import", ROOT / "data" / "sample.db", "-b", book)
+    view = lookup_position(book, "startpos")
+    assert view.in_book and view.ply == 1 and view.moves[0] == BookMove(
+        "7g7f", "5a4b", 228, 10, 495)
+    as_dict = view.as_dict()
+    assert list(as_dict) == ["sfen", "in_book", "ply", "board", "moves"]
+    assert as_dict["moves"][0] == {"move": "7g7f", "ponder": "5a4b", "value": 228,
+                                   "depth": 10, "count": 495}
+    assert json.loads(run_cli("show", "-b", book, "--json").stdout) == as_dict
+    assert lookup_position(book, "startpos moves 1g1f 9c9d 9g9f").as_dict()["moves"] == []

@@ -34,6 +34,11 @@ FIELD_FLAGS = {
     "book_moves.visit_share_threshold": "--visit-threshold",
     "book_moves.win_rate_cutoff": "--cutoff",
     "scan_workers": "--workers",
+    "apery_roots": "--roots",
+    "apery_max_gap_plies": "--max-gap",
+    "parser_workers": "--workers",
+    "hcpe_policy_temperature": "--temperature",
+    "db2016_noe": "--noe",
 }
 
 
@@ -46,7 +51,7 @@ def flag_of(field: str) -> str:
 def error_text(error: BookgenError) -> str:
     """A library error as the command line says it: settings errors name the flag."""
     if isinstance(error, SettingsError):
-        return f"{flag_of(error.field)} {error.message}"
+        return error.naming(flag_of(error.field))
     return str(error)
 
 
