@@ -39,6 +39,10 @@ FIELD_FLAGS = {
     "parser_workers": "--workers",
     "hcpe_policy_temperature": "--temperature",
     "db2016_noe": "--noe",
+    "learning_rate": "--lr",
+    "result_share_of_value_target": "--alpha",
+    "validation_share": "--val-split",
+    "replace_output": "--force",
 }
 
 
