@@ -12,6 +12,9 @@ from pathlib import Path
 import cshogi
 import pytest
 
+from bookgen.analysis.bayeselo import BayesEloSettings
+from bookgen.analysis.ratings import Anchor, RatingSettings
+from bookgen.analysis.report import ReportSettings
 from bookgen.bookfiles.exporter import ExportSettings, ExportSummary
 from bookgen.bookfiles.importer import ImportSettings, import_books
 from bookgen.bookfiles.merge import MergeSummary
@@ -294,3 +297,30 @@ def test_merge_and_show_results_keep_the_json_of_before(tmp_path):
                                    "depth": 10, "count": 495}
     assert json.loads(run_cli("show", "-b", book, "--json").stdout) == as_dict
     assert lookup_position(book, "startpos moves 1g1f 9c9d 9g9f").as_dict()["moves"] == []
+
+
+# -- ratings and the report ------------------------------------------------------------
+
+
+def test_rating_settings_check_their_fields():
+    with pytest.raises(SettingsError) as caught:
+        RatingSettings(confidence_percent=100)
+    assert str(caught.value) == "confidence_percent must be between 0 and 100 % (got 100)"
+    assert error_text(caught.value) == "--confidence must be between 0 and 100 % (got 100)"
+    with pytest.raises(SettingsError, match=r"^simulations must be 0 or at least 2 "):
+        RatingSettings(simulations=1)
+    with pytest.raises(SettingsError, match=r"^scale must be positive \(got 0\)$"):
+        RatingSettings(scale=0)
+    with pytest.raises(SettingsError) as caught:
+        BayesEloSettings(prior_draws=-1)
+    assert error_text(caught.value) == "--prior must not be negative (got -1)"
+    with pytest.raises(SettingsError, match=r"^draw_elo must be positive"):
+        BayesEloSettings(draw_elo=0)
+    settings = RatingSettings(anchor=Anchor("base", 1500), simulations=2)
+    assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_report_settings_default_to_1000_simulations():
+    settings = ReportSettings(["a.sqlite"])  # type: ignore[arg-type]
+    assert settings.results == ("a.sqlite",) and settings.rating.simulations == 1000
+    assert settings.rating == RatingSettings(simulations=1000)

@@ -43,6 +43,10 @@ FIELD_FLAGS = {
     "result_share_of_value_target": "--alpha",
     "validation_share": "--val-split",
     "replace_output": "--force",
+    "confidence_percent": "--confidence",
+    "prior_draws": "--prior",
+    "fit_white_advantage": "--white-advantage",
+    "fit_draw_rate": "--draw-rate",
 }
 
 
