@@ -40,11 +40,18 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from bookgen.analysis.ratings import _aggregate, _components, _group_text, _score_edges
-from bookgen.errors import BookgenError
+from bookgen.analysis.ratings import (
+    Anchor,
+    _aggregate,
+    _components,
+    _group_text,
+    _score_edges,
+)
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.store.results import GameResult
 
-__all__ = ["BayesEloPlayer", "BayesEloTable", "display_scale", "fit_bayeselo"]
+__all__ = ["BayesEloPlayer", "BayesEloSettings", "BayesEloTable", "display_scale",
+           "fit_bayeselo"]
 
 DEFAULT_ADVANTAGE = 32.8
 DEFAULT_DRAW_ELO = 97.3
@@ -152,22 +159,40 @@ def _loglik_terms(x: np.ndarray, delta: float, w: np.ndarray, d: np.ndarray, los
     return float(value)
 
 
-def fit_bayeselo(games: Sequence[GameResult], *, advantage: float | None = DEFAULT_ADVANTAGE,
-                 draw_elo: float | None = DEFAULT_DRAW_ELO, prior: float = DEFAULT_PRIOR,
-                 confidence: float = 95.0, average: float = 0.0, anchor: str | None = None,
-                 anchor_rating: float = 0.0) -> BayesEloTable:
-    """BayesElo ratings of the players of ``games`` (see the module docstring).
+@dataclass(frozen=True)
+class BayesEloSettings:
+    """BayesElo's fit (see the module docstring): the white (first player)
+    ``advantage_elo`` and the ``draw_elo``, each fitted when None; the virtual
+    draws of the prior (``prior_draws``); ``confidence_percent`` of the margins.
+    The centred ratings are shifted so that their mean is ``average``, or so that
+    ``anchor`` is at its rating (displayed units)."""
 
-    ``advantage`` / ``draw_elo`` of None are fitted. The centred ratings are
-    shifted so that their mean is ``average``, or so that ``anchor`` is at
-    ``anchor_rating`` (displayed units).
-    """
-    if prior < 0:
-        raise BookgenError(f"prior must not be negative (got {prior})")
-    if not 0 < confidence < 100:
-        raise BookgenError(f"confidence must be between 0 and 100 % (got {confidence})")
-    if draw_elo is not None and not draw_elo > 0:
-        raise BookgenError(f"drawElo must be positive (got {draw_elo})")
+    advantage_elo: float | None = DEFAULT_ADVANTAGE
+    draw_elo: float | None = DEFAULT_DRAW_ELO
+    prior_draws: float = DEFAULT_PRIOR
+    confidence_percent: float = 95.0
+    average: float = 0.0
+    anchor: Anchor | None = None
+
+    def __post_init__(self) -> None:
+        if self.prior_draws < 0:
+            raise SettingsError("prior_draws", f"must not be negative (got {self.prior_draws})")
+        if not 0 < self.confidence_percent < 100:
+            raise SettingsError("confidence_percent", "must be between 0 and 100 % (got "
+                                f"{self.confidence_percent})")
+        if self.draw_elo is not None and not self.draw_elo > 0:
+            raise SettingsError("draw_elo", f"must be positive (got {self.draw_elo})")
+
+
+def fit_bayeselo(games: Sequence[GameResult], settings: BayesEloSettings | None = None
+                 ) -> BayesEloTable:
+    """BayesElo ratings of the players of ``games`` (see the module docstring and
+    :class:`BayesEloSettings`; None: the defaults)."""
+    settings = settings if settings is not None else BayesEloSettings()
+    advantage, draw_elo, prior = settings.advantage_elo, settings.draw_elo, settings.prior_draws
+    confidence, average = settings.confidence_percent, settings.average
+    anchor = settings.anchor.name if settings.anchor is not None else None
+    anchor_rating = settings.anchor.rating if settings.anchor is not None else 0.0
     cells = _aggregate(games)
     names = cells.names
     count = len(names)

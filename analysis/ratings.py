@@ -61,11 +61,11 @@ from scipy import optimize, special, stats
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.store.results import GameResult
 
-__all__ = ["DEFAULT_SCALE", "PlayerRating", "RatingTable", "draw_probability",
-           "expected_score", "fit_ratings", "head_to_head"]
+__all__ = ["DEFAULT_SCALE", "Anchor", "PlayerRating", "RatingSettings", "RatingTable",
+           "draw_probability", "expected_score", "fit_ratings", "head_to_head"]
 
 DEFAULT_SCALE = 202.0
 ORDO_DEFAULT_DRAW_RATE = 0.5
@@ -566,27 +566,55 @@ def _anchor_shift(ratings: np.ndarray, anchor_index: int | None, anchor_rating: 
     return ratings + (average - ratings.mean(axis=-1))[..., None]
 
 
-def fit_ratings(games: Sequence[GameResult], *, white_advantage: bool = False,
-                draw_rate: bool = False, simulations: int = 0, average: float = 0.0,
-                anchor: str | None = None, anchor_rating: float = 0.0,
-                scale: float = DEFAULT_SCALE, confidence: float = 95.0,
-                seed: int = 0) -> RatingTable:
-    """Ordo ratings of the players of ``games`` (see the module docstring).
+@dataclass(frozen=True)
+class Anchor:
+    """A player whose rating is fixed (instead of the pool average)."""
 
-    ``white_advantage`` and ``draw_rate`` fit WA and Deq (Ordo's ``-W`` and
-    ``-D``); ``simulations`` (``-s``) runs the parametric bootstrap, which
-    fills ``error``, ``cfs`` and the footer's SDs (None without it). The pool
-    mean is ``average`` unless ``anchor`` names a player fixed at
-    ``anchor_rating``. Players are indexed by sorted name and games are
-    aggregated, so the result does not depend on the order of the games.
-    """
-    if not scale > 0:
-        raise BookgenError(f"scale must be positive (got {scale})")
-    if not 0 < confidence < 100:
-        raise BookgenError(f"confidence must be between 0 and 100 % (got {confidence})")
-    if simulations < 0 or simulations == 1:
-        raise BookgenError("simulations must be 0 or at least 2 (a standard deviation needs "
-                           f"two samples; got {simulations})")
+    name: str
+    rating: float = 0.0
+
+
+@dataclass(frozen=True)
+class RatingSettings:
+    """Ordo's fit (see the module docstring): ``fit_white_advantage`` and
+    ``fit_draw_rate`` fit WA and Deq (Ordo's ``-W`` and ``-D``); ``simulations``
+    (``-s``; 0 or at least 2) runs the parametric bootstrap from ``seed``, which
+    fills the errors, CFS and the footer's SDs. The pool mean is ``average``
+    unless ``anchor`` fixes a player. ``scale``: the rating difference of a 76 %
+    expected score; ``confidence_percent``: of the error margins."""
+
+    fit_white_advantage: bool = False
+    fit_draw_rate: bool = False
+    simulations: int = 0
+    average: float = 0.0
+    anchor: Anchor | None = None
+    scale: float = DEFAULT_SCALE
+    confidence_percent: float = 95.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.scale > 0:
+            raise SettingsError("scale", f"must be positive (got {self.scale})")
+        if not 0 < self.confidence_percent < 100:
+            raise SettingsError("confidence_percent", "must be between 0 and 100 % (got "
+                                f"{self.confidence_percent})")
+        if self.simulations < 0 or self.simulations == 1:
+            raise SettingsError("simulations", "must be 0 or at least 2 (a standard deviation "
+                                f"needs two samples; got {self.simulations})")
+
+
+def fit_ratings(games: Sequence[GameResult], settings: RatingSettings | None = None
+                ) -> RatingTable:
+    """Ordo ratings of the players of ``games`` (see the module docstring and
+    :class:`RatingSettings`; None: the defaults). Players are indexed by sorted
+    name and games are aggregated, so the result does not depend on the order of
+    the games."""
+    settings = settings if settings is not None else RatingSettings()
+    white_advantage, draw_rate = settings.fit_white_advantage, settings.fit_draw_rate
+    simulations, average, seed = settings.simulations, settings.average, settings.seed
+    scale, confidence = settings.scale, settings.confidence_percent
+    anchor = settings.anchor.name if settings.anchor is not None else None
+    anchor_rating = settings.anchor.rating if settings.anchor is not None else 0.0
     cells = _aggregate(games)
     names = cells.names
     if len(names) < 2:

@@ -70,15 +70,15 @@ from bookgen.analysis.pairstats import (
     sprt,
     verdict_sentence,
 )
-from bookgen.analysis.ratings import RatingTable, _round_half_up, fit_ratings
+from bookgen.analysis.ratings import RatingSettings, RatingTable, _round_half_up, fit_ratings
 from bookgen.analysis.report_book import BookSummary, book_section, read_book
 from bookgen.analysis.results import load_games
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_write, check_output
 from bookgen.store.results import GameResult, recorded_sprts
 
-__all__ = ["PairResult", "Report", "build_report", "parse_sprt", "rating_rows", "render_html",
-           "render_markdown", "report_summary", "write_html", "write_markdown"]
+__all__ = ["PairResult", "Report", "ReportSettings", "build_report", "parse_sprt", "rating_rows",
+           "render_html", "render_markdown", "report_summary", "write_html", "write_markdown"]
 
 RATING_HEADERS = ["#", "PLAYER", "RATING", "ERROR", "POINTS", "PLAYED", "(%)", "CFS(%)",
                   "W", "D", "L", "D(%)"]
@@ -202,17 +202,32 @@ def parse_sprt(text: str, players: Sequence[str]) -> tuple[str, str, float, floa
 # building
 
 
-def build_report(results: Sequence[str | Path], *, book: str | Path | None = None,
-                 sprt_tests: Sequence[str | tuple[str, str, float, float]] = (),
-                 white_advantage: bool = False, draw_rate: bool = False,
-                 simulations: int = 1000, seed: int = 0, title: str | None = None,
-                 now: datetime | None = None) -> Report:
-    """Read ``results`` (results .sqlite and PGN files) and ``book`` and lay out the report.
+@dataclass(frozen=True)
+class ReportSettings:
+    """What :func:`build_report` reads and how: ``results`` (results .sqlite and
+    PGN files), the ``book`` it describes (None: no book section),
+    ``sprt_tests`` (``"A,B,ELO0,ELO1"`` strings or tuples: normalised Elo bounds,
+    alpha = beta = 0.05), the ratings' fit (:class:`RatingSettings`, 1000
+    simulations by default) and the ``title`` (None: the default one)."""
 
-    ``sprt_tests`` holds ``"A,B,ELO0,ELO1"`` strings or tuples (normalised Elo
-    bounds, alpha = beta = 0.05); ``white_advantage``, ``draw_rate``,
-    ``simulations`` and ``seed`` go to :func:`fit_ratings`.
-    """
+    results: tuple[str | Path, ...]
+    book: str | Path | None = None
+    sprt_tests: tuple[str | tuple[str, str, float, float], ...] = ()
+    rating: RatingSettings = field(default_factory=lambda: RatingSettings(simulations=1000))
+    title: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results", tuple(self.results))
+        object.__setattr__(self, "sprt_tests", tuple(self.sprt_tests))
+
+
+def build_report(settings: ReportSettings, now: datetime | None = None) -> Report:
+    """Read the results files and the book of ``settings`` and lay out the report;
+    ``now``: the time it says it was generated (default: now)."""
+    results, book, sprt_tests = settings.results, settings.book, settings.sprt_tests
+    rating, title = settings.rating, settings.title
+    white_advantage, draw_rate = rating.fit_white_advantage, rating.fit_draw_rate
+    simulations, seed = rating.simulations, rating.seed
     paths = [str(p) for p in results]
     if not paths:
         raise BookgenError("no results files given")
@@ -220,8 +235,7 @@ def build_report(results: Sequence[str | Path], *, book: str | Path | None = Non
     games = load_games(paths)
     if not games:
         raise BookgenError(f"no finished games in {', '.join(paths)}")
-    ratings = fit_ratings(games, white_advantage=white_advantage, draw_rate=draw_rate,
-                          simulations=simulations, seed=seed)
+    ratings = fit_ratings(games, rating)
     players = [p.name for p in ratings.players]
     requested = [parse_sprt(spec, players) if isinstance(spec, str) else spec
                  for spec in sprt_tests]

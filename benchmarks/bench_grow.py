@@ -20,15 +20,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bookgen.grow import grow
+from bookgen.engines.mcts import MctsSettings
+from bookgen.grow import EvaluatorSettings, GrowBudget, GrowSettings, grow
 
 FAIRY = "/usr/games/fairy-stockfish"
 
 
-def run(label: str, positions: int, workers: int, **kwargs: object) -> float:
+def run(label: str, positions: int, workers: int, evaluator: EvaluatorSettings,
+        mcts: MctsSettings) -> float:
+    settings = GrowSettings(evaluator=evaluator, budget=GrowBudget(positions=positions),
+                            mcts=mcts, workers=workers, seed=1)
     with tempfile.TemporaryDirectory() as tmp:
-        summary = grow(Path(tmp) / "book.sqlite", positions=positions, workers=workers,
-                       progress=False, seed=1, **kwargs)  # type: ignore[arg-type]
+        summary = grow(Path(tmp) / "book.sqlite", settings, progress=False)
     rate = summary.positions_per_second
     outside = 1 - summary.eval_seconds * 1.0 / (summary.seconds * workers)
     print(f"{label:<34} workers={workers}  {summary.expansions:>4} positions "
@@ -47,19 +50,19 @@ def main() -> None:
     parser.add_argument("--playouts", type=int, default=100)
     parser.add_argument("--nodes", type=int, default=20000)
     args = parser.parse_args()
-    for label, positions, kwargs in (
-        (f"builtin, {args.playouts} playouts", args.positions,
-         {"evaluator": "builtin", "playouts": args.playouts}),
+    for label, positions, evaluator, mcts in (
+        (f"builtin, {args.playouts} playouts", args.positions, EvaluatorSettings("builtin"),
+         MctsSettings(playouts=args.playouts)),
         (f"fairy-stockfish, {args.nodes} nodes", args.engine_positions,
-         {"evaluator": f"usi:{FAIRY}", "evaluator_options": {"nodes": args.nodes}}),
+         EvaluatorSettings(f"usi:{FAIRY}", {"nodes": args.nodes}), MctsSettings()),
     ):
         if positions <= 0:  # e.g. --engine-positions 0: only the built-in rows
             continue
-        if "usi:" in str(kwargs["evaluator"]) and not Path(FAIRY).exists():
+        if evaluator.spec.startswith("usi:") and not Path(FAIRY).exists():
             print(f"{FAIRY} missing: skipped", file=sys.stderr)
             continue
-        one = run(label, positions, 1, **kwargs)
-        two = run(label, positions, 2, **kwargs)
+        one = run(label, positions, 1, evaluator, mcts)
+        two = run(label, positions, 2, evaluator, mcts)
         print(f"{'':<34} scaling 1 -> 2 workers: x{two / one:.2f}")
 
 

@@ -30,8 +30,8 @@ from generate_book import generate  # noqa: E402
 
 _WRAPPER = """
 import json, resource, sys
-from bookgen.refine.minimax import refine_minimax
-summary = refine_minimax(sys.argv[1], method=sys.argv[2])
+from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+summary = refine_minimax(sys.argv[1], MinimaxSettings(method=sys.argv[2])).as_dict()
 own = resource.getrusage(resource.RUSAGE_SELF)
 workers = resource.getrusage(resource.RUSAGE_CHILDREN)
 summary["peak_mb"] = own.ru_maxrss / 1024

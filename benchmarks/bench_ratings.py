@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bookgen.analysis.bayeselo import fit_bayeselo  # noqa: E402
-from bookgen.analysis.ratings import beta_for, fit_ratings  # noqa: E402
+from bookgen.analysis.bayeselo import BayesEloSettings, fit_bayeselo  # noqa: E402
+from bookgen.analysis.ratings import RatingSettings, beta_for, fit_ratings  # noqa: E402
 from bookgen.store.results import GameResult  # noqa: E402
 
 
@@ -60,15 +60,17 @@ def main() -> None:
     games = make_games(args.players, args.games, args.seed)
     print(f"{args.players} players, {len(games)} games, {args.simulations} simulations")
     timed("ordo, no simulations", fit_ratings, games)
-    timed(f"ordo, -s {args.simulations}", fit_ratings, games, simulations=args.simulations)
+    timed(f"ordo, -s {args.simulations}", fit_ratings, games,
+          RatingSettings(simulations=args.simulations))
     table = timed(f"ordo, -W -D -s {args.simulations}", fit_ratings, games,
-                  white_advantage=True, draw_rate=True, simulations=args.simulations)
+                  RatingSettings(fit_white_advantage=True, fit_draw_rate=True,
+                                 simulations=args.simulations))
     print(f"  (white advantage {table.white_advantage:.2f} +/- {table.white_advantage_sd:.2f}, "
           f"draw rate {100 * table.draw_rate:.2f} % +/- {100 * table.draw_rate_sd:.2f}, "
           f"{table.skipped_simulations} simulations skipped)")
     timed("bayeselo (advantage 32.8, drawElo 97.3)", fit_bayeselo, games)
-    timed("bayeselo (advantage and drawElo fitted)", fit_bayeselo, games, advantage=None,
-          draw_elo=None)
+    timed("bayeselo (advantage and drawElo fitted)", fit_bayeselo, games,
+          BayesEloSettings(advantage_elo=None, draw_elo=None))
 
 
 if __name__ == "__main__":

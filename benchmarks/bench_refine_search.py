@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bookgen.grow import grow
+from bookgen.engines.mcts import MctsSettings
+from bookgen.grow import GrowBudget, GrowSettings, grow
 from bookgen.refine.book_search import search
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -41,7 +42,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "grown.sqlite"
         start = time.perf_counter()
-        grow(source, playouts=30, positions=args.positions, seed=1, progress=False)
+        grow(source, GrowSettings(mcts=MctsSettings(playouts=30),
+                                  budget=GrowBudget(positions=args.positions), seed=1),
+             progress=False)
         print(f"grown {args.positions} positions with the built-in evaluator in "
               f"{time.perf_counter() - start:.1f} s", flush=True)
         rates: dict[int, float] = {}

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from bookgen.selfplay.games import selfplay
-from bookgen.selfplay.train import train
+from bookgen.selfplay.train import TrainSettings, train
 
 FAIRY = "/usr/games/fairy-stockfish"
 STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",
@@ -65,9 +65,9 @@ def main() -> None:
         else:
             print(f"{FAIRY} missing: skipped", file=sys.stderr)
         for blocks, channels, threads in ((5, 64, 1), (5, 64, 2), (1, 8, 1)):
-            summary = train(data, tmp / "model.pt", epochs=args.epochs, batch_size=256,
-                            blocks=blocks, channels=channels, threads=threads,
-                            progress=False, force=True)
+            settings = TrainSettings(epochs=args.epochs, batch_size=256, blocks=blocks,
+                                     channels=channels, threads=threads, replace_output=True)
+            summary = train(data, tmp / "model.pt", settings, progress=False)
             label = f"train {blocks}x{channels}, batch 256, {threads} thread(s)"
             print(f"{label:<45} {summary.train_records:>5} "
                   f"records x {len(summary.epochs)} epochs  "

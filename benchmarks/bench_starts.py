@@ -72,7 +72,7 @@ def main() -> None:
             source = OUT / f"book{args.size}.db"
             if not source.exists():
                 generate(source, args.size)
-            import_books([source], book, progress=False)
+            import_books(book, [source], progress=False)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     for fmt in args.formats:

@@ -4,13 +4,17 @@ A win probability ``p`` is for the side to move. ``cp = -ln(1/p - 1) * coef``
 and back ``p = 1 / (1 + exp(-cp / coef))`` with dlshogi's ``Eval_Coef`` 756
 as the default coefficient. Mate scores are stored as +-30000 (dlshogi);
 scores beyond :data:`MATE_BOUND` are mates. Draw values (dlshogi's
-``Book_Draw_Value_*``) are given per mille of a win; :func:`draw_cp` turns one
-into centipawns.
+``Book_Draw_Value_*``) are per mille of a win everywhere (:class:`DrawValues`):
+MCTS takes them as win probabilities, refine minimax and export as
+centipawns.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+from bookgen.errors import SettingsError
 
 EVAL_COEF = 756.0
 MATE_VALUE = 30000
@@ -49,6 +53,29 @@ def clip_score(score: int | None) -> int:
     return max(-MATE_VALUE, min(MATE_VALUE, int(score)))
 
 
-def draw_cp(per_mille: int) -> int:
-    """The draw value in cp for a draw value given per mille of a win."""
-    return value_to_cp(per_mille / 1000)
+@dataclass(frozen=True)
+class DrawValues:
+    """What a repetition draw is worth to each side, per mille of a win (dlshogi's
+    ``Book_Draw_Value_Black``/``_White``; 500 is an even game)."""
+
+    black: int = 500
+    white: int = 500
+
+    def __post_init__(self) -> None:
+        for name in ("black", "white"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
+                raise SettingsError(f"draws.{name}",
+                                    f"is per mille of a win, between 0 and 1000 (got {value})")
+
+    def per_mille(self, color: int) -> int:
+        """The draw value of ``color`` (``cshogi.BLACK`` 0 or ``cshogi.WHITE`` 1)."""
+        return self.white if color else self.black
+
+    def probability(self, color: int) -> float:
+        """The draw value of ``color`` as a win probability (500 -> 0.5): what MCTS uses."""
+        return self.per_mille(color) / 1000
+
+    def cp(self, color: int) -> int:
+        """The draw value of ``color`` in centipawns (500 -> 0): what refine and export use."""
+        return value_to_cp(self.probability(color))

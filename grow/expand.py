@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import cshogi
@@ -23,17 +23,12 @@ from bookgen.engines.factory import make_evaluator
 from bookgen.engines.mcts import Mcts, MctsSettings
 from bookgen.engines.protocols import Evaluation, Evaluator, EvaluatorBase
 from bookgen.grow.book_moves import BookMoveChoice, choices_from_lines, select_book_moves
-from bookgen.values import EVAL_COEF, MATE_VALUE, value_to_cp
+from bookgen.grow.settings import BookMoveRule
+from bookgen.values import MATE_VALUE, value_to_cp
 from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
-
-@dataclass
-class ExpansionSettings:
-    search: MctsSettings = field(default_factory=MctsSettings)
-    visit_threshold: float = 0.005
-    cutoff: float = 0.015
-    min_visits: int = 5
-    coef: float = EVAL_COEF
+ExpansionSettings = tuple[MctsSettings, BookMoveRule]
+"""The leaf search and the book-move rule of an expansion."""
 
 
 @dataclass
@@ -67,6 +62,7 @@ class _TimedEvaluator(EvaluatorBase):
 def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
                     ) -> ExpansionResult:
     start = time.perf_counter()
+    mcts, rule = settings
     timed = _TimedEvaluator(evaluator)
     board = cshogi.Board(sfen)
     root = timed.evaluate([board])[0]
@@ -75,16 +71,16 @@ def expand_position(evaluator: Evaluator, sfen: str, settings: ExpansionSettings
         choices: list[BookMoveChoice] = []
         visits = 0
     elif root.move_values is not None:
-        choices = choices_from_lines(root, settings.cutoff, settings.coef)
+        choices = choices_from_lines(root, rule.win_rate_cutoff, rule.eval_coef)
         visits = root.nodes or 0
     else:
-        search = Mcts(timed, settings.search).search(board, root)
-        choices = select_book_moves(search.moves, settings.visit_threshold, settings.cutoff,
-                                    settings.coef, settings.min_visits)
+        search = Mcts(timed, mcts).search(board, root)
+        choices = select_book_moves(search.moves, rule.visit_share_threshold,
+                                    rule.win_rate_cutoff, rule.eval_coef, rule.min_visits)
         visits = search.playouts
         evaluations += search.evaluations
     win_rate = max((c.win_rate for c in choices), default=root.value if root.moves else 0.0)
-    value = value_to_cp(win_rate, settings.coef) if root.moves else -MATE_VALUE
+    value = value_to_cp(win_rate, rule.eval_coef) if root.moves else -MATE_VALUE
     return ExpansionResult(sfen, choices, value, win_rate, visits, evaluations, timed.seconds,
                            time.perf_counter() - start)
 

@@ -19,15 +19,13 @@ from typing import Any
 
 import cshogi
 
-from bookgen.engines.factory import default_batch_size, make_evaluator
-from bookgen.engines.mcts import MctsSettings
+from bookgen.engines.factory import make_evaluator
 from bookgen.engines.protocols import EvaluatorError
-from bookgen.engines.spec import parse_spec
 from bookgen.errors import BookgenError
-from bookgen.formats.positions import read_roots
 from bookgen.grow.book_graph import GrowGraph
-from bookgen.grow.expand import ExpansionResult, ExpansionSettings, make_backend
-from bookgen.grow.strategies import STRATEGIES, WalkLimits, make_strategy
+from bookgen.grow.expand import ExpansionResult, make_backend
+from bookgen.grow.settings import GrowSettings
+from bookgen.grow.strategies import make_strategy
 from bookgen.position import STARTPOS_SFEN
 from bookgen.progress import progress_bar
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
@@ -70,58 +68,20 @@ class GrowSummary:
         return result
 
 
-def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
-         evaluator_options: dict[str, Any] | None = None, strategy: str = "dlshogi",
-         playouts: int = 200, batch_size: int | None = None, trials: int | None = None,
-         positions: int | None = None, seconds: float | None = None, color: str = "both",
-         roots: str | Path | None = None, max_ply: int = 64, eval_threshold: int = 400,
-         temperature: float = 1.0, draw_value_black: float = 0.5,
-         draw_value_white: float = 0.5, visit_threshold: float = 0.005, cutoff: float = 0.015,
-         min_visits: int = 5, workers: int = 1, seed: int = 0, progress: bool = True,
-         wait: bool = False) -> GrowSummary:
-    """Grow ``book`` until a budget (trials, expanded positions, seconds) runs out,
-    the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``.
+def grow(book: str | Path = DEFAULT_BOOK, settings: GrowSettings | None = None, *,
+         progress: bool = True, wait: bool = False) -> GrowSummary:
+    """Grow ``book`` until the budget (trials, expanded positions, seconds) runs out,
+    the strategy finds nothing left to expand, or Ctrl-C. See ``bookgen grow --help``
+    and :class:`bookgen.grow.settings.GrowSettings` (None: the defaults).
 
-    ``batch_size`` None is the evaluator's default
-    (:func:`bookgen.engines.factory.default_batch_size`). ``wait``: when another
-    process writes the book, wait for it instead of raising
-    :class:`bookgen.store.lock.BookLocked`."""
-    if strategy not in STRATEGIES:
-        raise BookgenError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
-    if color not in ("both", "black", "white"):
-        raise BookgenError(f"--color must be both, black or white, not {color!r}")
-    if trials is None and positions is None and seconds is None:
-        positions = 100
-    if batch_size is None:
-        batch_size = default_batch_size(evaluator)
-    for name, value in (("--playouts", playouts), ("--workers", workers),
-                        ("--batch-size", batch_size)):
-        if value < 1:
-            raise BookgenError(f"{name} must be at least 1")
-    for name, probability in (("--draw-value-black", draw_value_black),
-                              ("--draw-value-white", draw_value_white)):
-        if not 0.0 <= probability <= 1.0:
-            raise BookgenError(f"{name} is a win probability between 0 and 1")
-    options = dict(evaluator_options or {})
-    if workers > 1 and parse_spec(evaluator).is_network:
-        # Each worker runs its own model: share the cores instead of each taking all.
-        options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
-    root_boards = read_roots(roots) if roots else [cshogi.Board(STARTPOS_SFEN + " 1")]
-    settings = ExpansionSettings(
-        MctsSettings(playouts=playouts, batch_size=batch_size,
-                       draw_value_black=draw_value_black, draw_value_white=draw_value_white),
-        visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits)
-    limits = WalkLimits(max_ply=max_ply, eval_threshold=eval_threshold,
-                        temperature=temperature, color=color)
-    params = {"evaluator": evaluator, "evaluator_options": options, "strategy": strategy,
-              "playouts": playouts, "batch_size": batch_size, "trials": trials,
-              "positions": positions, "seconds": seconds, "color": color,
-              "roots": str(roots) if roots else None, "max_ply": max_ply,
-              "eval_threshold": eval_threshold, "temperature": temperature,
-              "draw_value_black": draw_value_black, "draw_value_white": draw_value_white,
-              "visit_threshold": visit_threshold, "cutoff": cutoff, "min_visits": min_visits,
-              "workers": workers,
-              "seed": seed}
+    ``progress``: show a progress bar. ``wait``: when another process writes the
+    book, wait for it instead of raising :class:`bookgen.store.lock.BookLocked`."""
+    settings = settings if settings is not None else GrowSettings()
+    evaluator = settings.evaluator.spec
+    options = settings.evaluator.options_for(settings.workers)
+    params = settings.params()
+    root_boards = settings.roots.boards() or [cshogi.Board(STARTPOS_SFEN + " 1")]
+    budget = settings.budget
 
     # The writer lock first (a second writer is refused before any engine
     # starts), then a bad evaluator fails before the book is touched.
@@ -143,11 +103,13 @@ def grow(book: str | Path = DEFAULT_BOOK, *, evaluator: str = "builtin",
         abandon = True  # on errors and Ctrl-C: do not wait for the workers' expansions
         backend = None
         try:
-            walker = make_strategy(strategy, graph, root_boards, limits, random.Random(seed))
-            backend = make_backend(evaluator, options, settings, workers)
+            walker = make_strategy(settings.strategy, graph, root_boards, settings.walk,
+                                   random.Random(settings.seed))
+            backend = make_backend(evaluator, options, (settings.mcts, settings.book_moves),
+                                   settings.workers)
             with stop_on_interrupt() as stop:
-                status = _run(store, graph, walker, backend, summary, stop, trials, positions,
-                              seconds, progress)
+                status = _run(store, graph, walker, backend, summary, stop, budget.trials,
+                              budget.positions, budget.seconds_s, progress)
             abandon = False
         except KeyboardInterrupt:  # before the run could take Ctrl-C over (engines starting)
             status, summary.stop_reason = "interrupted", "Ctrl-C"

@@ -16,19 +16,9 @@ import cshogi
 
 from bookgen.engines.mcts import C_BASE, C_INIT
 from bookgen.grow.book_graph import Edge, GrowGraph, Node
+from bookgen.grow.settings import WalkSettings
 from bookgen.position import board_key
 from bookgen.values import EVAL_COEF, cp_to_value
-
-STRATEGIES = ("dlshogi", "book-mcts", "dropout")
-
-
-@dataclass
-class WalkLimits:
-    max_ply: int = 64              # plies walked from the root
-    eval_threshold: int = 400      # stop where |value| exceeds this (cp)
-    temperature: float = 1.0       # opponent sampling: count ** (1 / T); book-mcts priors
-    color: str = "both"            # whose moves follow the minimax best (dlshogi)
-    dropout_alpha: float = 50.0    # drop-out: plies of priority per pawn of deviation
 
 
 @dataclass
@@ -42,7 +32,7 @@ class Strategy:
     name = "base"
     attempts = 16  # walks tried before concluding there is nothing to expand
 
-    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkLimits,
+    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkSettings,
                  rng: random.Random) -> None:
         self.graph = graph
         self.roots = list(roots)
@@ -61,7 +51,7 @@ class Strategy:
 
     def _stop_at(self, node: Node, ply: int) -> bool:
         return (not node.edges or ply >= self.limits.max_ply
-                or (node.value is not None and abs(node.value) > self.limits.eval_threshold))
+                or (node.value is not None and abs(node.value) > self.limits.eval_threshold_cp))
 
 
 class DlshogiStrategy(Strategy):
@@ -72,7 +62,7 @@ class DlshogiStrategy(Strategy):
 
     name = "dlshogi"
 
-    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkLimits,
+    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkSettings,
                  rng: random.Random) -> None:
         super().__init__(graph, roots, limits, rng)
         self.trial = 0
@@ -107,7 +97,7 @@ class DlshogiStrategy(Strategy):
             ply += 1
 
     def _sample(self, edges: list[Edge]) -> Edge:
-        power = 1.0 / max(self.limits.temperature, 1e-6)
+        power = 1.0 / max(self.limits.opponent_temperature, 1e-6)
         weights = [max(edge.count, 0) ** power for edge in edges]
         if sum(weights) <= 0:
             return self.rng.choice(edges)
@@ -123,7 +113,7 @@ class BookMctsStrategy(Strategy):
 
     name = "book-mcts"
 
-    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkLimits,
+    def __init__(self, graph: GrowGraph, roots: Sequence[cshogi.Board], limits: WalkSettings,
                  rng: random.Random) -> None:
         super().__init__(graph, roots, limits, rng)
         self.edge_visits: dict[tuple[str, str], int] = {}
@@ -156,7 +146,7 @@ class BookMctsStrategy(Strategy):
         return leaf
 
     def _select(self, node: Node) -> Edge:
-        scale = max(self.limits.temperature, 1e-6) * EVAL_COEF
+        scale = max(self.limits.opponent_temperature, 1e-6) * EVAL_COEF
         top = max(edge.value for edge in node.edges)
         exps = [math.exp((edge.value - top) / scale) for edge in node.edges]
         total = sum(exps)
@@ -212,8 +202,8 @@ class DropoutStrategy(Strategy):
             board.push_usi(edge.move)
             priority = self._priority(child, board, depth + 1, memo, pending, stack)
             board.pop()
-            scored.append((self.limits.dropout_alpha * (best - edge.value) / 100.0
-                           + priority + 1.0, edge))
+            alpha = self.limits.dropout_alpha_plies_per_pawn
+            scored.append((alpha * (best - edge.value) / 100.0 + priority + 1.0, edge))
         scored.sort(key=lambda item: item[0])
         return scored
 
@@ -236,6 +226,6 @@ class DropoutStrategy(Strategy):
 
 
 def make_strategy(name: str, graph: GrowGraph, roots: Sequence[cshogi.Board],
-                  limits: WalkLimits, rng: random.Random) -> Strategy:
+                  limits: WalkSettings, rng: random.Random) -> Strategy:
     classes = {cls.name: cls for cls in (DlshogiStrategy, BookMctsStrategy, DropoutStrategy)}
     return classes[name](graph, roots, limits, rng)

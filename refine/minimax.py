@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.refine.minimax_graph import MinimaxGraph, build_graph
 from bookgen.refine.negascout import negascout
 from bookgen.refine.retrograde import DEPTH_INF, Propagation, analyse, retrograde
 from bookgen.signals import fault_point
 from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, queries, writes
+from bookgen.values import DrawValues
 
-__all__ = ["METHODS", "peak_memory_mb", "refine_minimax", "write_results"]
+__all__ = ["METHODS", "MinimaxSeconds", "MinimaxSettings", "MinimaxSummary", "peak_memory_mb",
+           "refine_minimax", "write_results"]
 
 METHODS = ("retrograde", "negascout")
 # None (SQL NULL) where np.where takes an array: what numpy makes of None itself, which its
@@ -75,10 +79,62 @@ def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id:
             "child_links_added": int((link & stored).sum())}
 
 
-def _check_draw_value(name: str, value: int) -> None:
-    """Draw values are per mille of a win."""
-    if not 0 <= value <= 1000:
-        raise BookgenError(f"{name} is per mille of a win, between 0 and 1000 (got {value})")
+@dataclass(frozen=True)
+class MinimaxSettings:
+    """How ``refine minimax`` solves the book graph: ``method`` (:data:`METHODS`),
+    the draw values of repetitions (per mille of a win) and the processes that
+    scan for transpositions (``scan_workers``; None: up to 2)."""
+
+    method: str = "retrograde"
+    draws: DrawValues = field(default_factory=DrawValues)
+    scan_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise BookgenError(f"unknown method {self.method!r} "
+                               f"(choose from {', '.join(METHODS)})")
+        if self.scan_workers is not None and self.scan_workers < 1:
+            raise SettingsError("scan_workers", "must be at least 1")
+
+    def params(self) -> dict[str, Any]:
+        """The run's ``runs.params`` (draw values per mille, as always)."""
+        return {"draw_value_black": self.draws.black, "draw_value_white": self.draws.white,
+                "method": self.method}
+
+
+@dataclass(frozen=True)
+class MinimaxSeconds:
+    """Where the time of a run went."""
+
+    graph: float
+    propagate: float
+    write: float
+    total: float
+
+
+@dataclass(frozen=True)
+class MinimaxSummary:
+    """What a run did. ``counts`` holds, in this order, the graph's counts
+    (``positions``, ``options``, ``edges``, ``book_edges``, ``transposition_edges``,
+    ``leaf_moves``), the method's (retrograde: ``value_levels``, ...; negascout:
+    ``negascout_searches``, ...; both: ``cycle_components``,
+    ``positions_in_cycles``, ``checking_components``, ``passes``, ``games``...)
+    and the rows written (``transposition_rows_added``, ``moves_updated``,
+    ``transposition_rows_removed``, ``child_links_added``), as ``runs.counts``
+    stores them."""
+
+    book: str
+    run_id: int
+    settings: MinimaxSettings
+    counts: Mapping[str, int]
+    seconds: MinimaxSeconds
+    peak_memory_mb: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` output: book, run, method, draw values, counts, seconds, memory."""
+        return {"book": self.book, "run_id": self.run_id, "method": self.settings.method,
+                **self.settings.params(), **self.counts, "seconds": asdict(self.seconds),
+                "peak_memory_mb": self.peak_memory_mb}
 
 
 def peak_memory_mb() -> float:
@@ -86,9 +142,8 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 500,
-                   draw_value_white: int = 500, method: str = "retrograde",
-                   workers: int | None = None, wait: bool = False) -> dict[str, Any]:
+def refine_minimax(book: str | Path = DEFAULT_BOOK, settings: MinimaxSettings | None = None, *,
+                   wait: bool = False) -> MinimaxSummary:
     """Minimax over the whole book; stores per-position and per-move values and
     returns a summary. See ``bookgen refine minimax --help`` and the module docstring.
 
@@ -97,28 +152,21 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
     ``wait``: when another process writes the book, wait for it instead of
     raising :class:`bookgen.store.lock.BookLocked`.
     """
-    if method not in METHODS:
-        raise BookgenError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
-    _check_draw_value("--draw-value-black", draw_value_black)
-    _check_draw_value("--draw-value-white", draw_value_white)
-    if workers is not None and workers < 1:
-        raise BookgenError("--workers must be at least 1")
+    settings = settings if settings is not None else MinimaxSettings()
     started = time.perf_counter()
-    params = {"draw_value_black": draw_value_black, "draw_value_white": draw_value_white,
-              "method": method}
     with Book(book, create=False, wait=wait) as store:
         queries.begin(store.conn)      # one read snapshot for the whole graph
         try:
             version = queries.data_version(store.conn)
-            graph = build_graph(store, workers)
+            graph = build_graph(store, settings.scan_workers)
         finally:
             queries.commit(store.conn)
         propagation_started = time.perf_counter()
         structure = analyse(graph)
-        if method == "retrograde":
-            result = retrograde(graph, draw_value_black, draw_value_white, structure)
+        if settings.method == "retrograde":
+            result = retrograde(graph, settings.draws, structure)
         else:
-            result = negascout(graph, draw_value_black, draw_value_white, structure)
+            result = negascout(graph, settings.draws, structure)
         result.seconds = time.perf_counter() - propagation_started
         fault_point("refine-minimax-propagated")
         write_started = time.perf_counter()
@@ -126,7 +174,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
             if queries.data_version(store.conn) != version:
                 raise BookgenError(f"{book}: changed by another process during the refine; "
                                    "nothing written, run it again")
-            run_id = store.begin_run(REFINE_MINIMAX_COMMAND, params)
+            run_id = store.begin_run(REFINE_MINIMAX_COMMAND, settings.params())
             written = write_results(store, graph, result, run_id)
             counts: dict[str, Any] = {**graph.counts(), **result.counts, **written}
             counts["seconds"] = {"graph": round(graph.seconds, 3),
@@ -136,8 +184,8 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, *, draw_value_black: int = 5
             store.end_run(run_id, moves_added=written["transposition_rows_added"],
                           moves_updated=written["moves_updated"], counts=counts)
     # The commit is part of writing.
-    counts["seconds"]["write"] = round(time.perf_counter() - write_started, 3)
-    counts["seconds"]["total"] = round(time.perf_counter() - started, 3)
-    summary = {"book": str(book), "run_id": run_id, "method": method, **params, **counts}
-    summary["peak_memory_mb"] = round(peak_memory_mb(), 1)
-    return summary
+    seconds = counts.pop("seconds")
+    seconds["write"] = round(time.perf_counter() - write_started, 3)
+    seconds["total"] = round(time.perf_counter() - started, 3)
+    return MinimaxSummary(str(book), run_id, settings, counts, MinimaxSeconds(**seconds),
+                          round(peak_memory_mb(), 1))

@@ -28,9 +28,11 @@ move. An engine move that is not yet a book move is added to the position's
 moves first (value and ``eval_value`` the engine's score, depth the
 analysis's, count 1, child linked), so that what grows behind it reaches the
 position's value. Each position after such a move is the root of its own
-``grow`` run (``expand`` positions, no ``eval_threshold`` cut), made by the
+``grow`` run (``expand`` positions, no ``eval_threshold`` cut, its root
+recorded as ``mistakes:<run>:<iteration>:<number>``), made by the
 :class:`Extender` the caller passes in (the CLI passes
-:func:`bookgen.grow.grow`: refine does not import the grow stage); then ``refine
+:func:`bookgen.cli.refine.grow_extender`, which runs :func:`bookgen.grow.grow`:
+refine does not import the grow stage); then ``refine
 minimax`` runs, the positions the grow runs expanded are searched with the
 same analysis key, and the mistakes are detected again. It
 stops when a round flags no position that an earlier round had not flagged,
@@ -42,7 +44,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +53,7 @@ import cshogi
 from bookgen.engines.factory import default_batch_size
 from bookgen.engines.settings import EngineSettings
 from bookgen.errors import BookgenError
+from bookgen.formats.positions import Roots
 from bookgen.position import board_key, signed64
 from bookgen.refine.book_search import search
 from bookgen.refine.minimax import refine_minimax
@@ -90,11 +92,12 @@ class Extension(Protocol):
 
 
 class Extender(Protocol):
-    """Grows ``book`` from the root in the file ``roots`` by ``positions``
-    expansions, as one run: :func:`bookgen.grow.grow`, which the CLI passes in."""
+    """Grows ``book`` from ``roots`` by ``positions`` expansions, as one run: the CLI
+    passes one that calls :func:`bookgen.grow.grow` (``batch_size`` None: the
+    evaluator's default)."""
 
-    def __call__(self, book: str | Path, *, evaluator: str,
-                 evaluator_options: dict[str, Any] | None, roots: str | Path, positions: int,
+    def __call__(self, book: Path, *, evaluator: str,
+                 evaluator_options: dict[str, Any] | None, roots: Roots, positions: int,
                  playouts: int, batch_size: int | None, eval_threshold: int, seed: int,
                  progress: bool) -> Extension: ...
 
@@ -251,12 +254,13 @@ def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
     """Find (and with ``iterate`` work on) the book's evaluation mistakes; records
     them in the ``mistakes`` table under a ``refine mistakes`` run. See the module
     docstring and ``bookgen refine mistakes --help``. ``iterate`` needs
-    ``extender`` (:func:`bookgen.grow.grow`), which makes the grow runs with
+    ``extender`` (:func:`bookgen.cli.refine.grow_extender`), which makes the grow runs with
     ``evaluator``, ``evaluator_options``, ``playouts`` and ``batch_size`` (None:
     the evaluator's default). ``wait``: when another process writes the book,
     wait for it instead of raising :class:`bookgen.store.lock.BookLocked`."""
     if iterate and extender is None:
-        raise BookgenError("iterate needs an extender: pass extender=bookgen.grow.grow")
+        raise BookgenError("iterate needs an extender: pass "
+                           "extender=bookgen.cli.refine.grow_extender")
     for name, value in (("--threshold", threshold), ("--diff", diff),
                         ("--opp-threshold", opp_threshold)):
         if value is not None and value < 0:
@@ -346,7 +350,8 @@ def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
         flagged_before.update(m.position_id for m in found)
         assert extender is not None  # mistakes() refuses iterate without one
         status = _extend(store, summary, stop, new, extender, evaluator, evaluator_options,
-                         playouts, batch_size, expand, workers, seed + iteration, progress)
+                         playouts, batch_size, expand, workers, seed + iteration, iteration,
+                         progress)
         if status != "done" or stop.is_set():
             return status if status != "done" else "interrupted"
 
@@ -354,9 +359,11 @@ def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
 def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mistake],
             extender: Extender, evaluator: str, evaluator_options: dict[str, Any] | None,
             playouts: int, batch_size: int | None, expand: int, workers: int, seed: int,
-            progress: bool) -> str:
+            iteration: int, progress: bool) -> str:
     """One ``iter_diff_eval`` step: grow (``extender``) from the positions after the
-    chosen moves, propagate, search what was added. Returns the status of the step."""
+    chosen moves, propagate, search what was added. Returns the status of the step.
+    The grow run from the ``number``-th root of extension ``iteration`` records its
+    root as ``mistakes:<this run>:<iteration>:<number>``."""
     roots: dict[str, None] = {}
     added_moves = 0
     for mistake in new:
@@ -379,27 +386,21 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
     grow_runs: list[int] = []
     step["grow_runs"] = grow_runs
     step["expanded"] = 0
-    handle, roots_file = tempfile.mkstemp(prefix="bookgen-mistakes-", suffix=".roots")
-    os.close(handle)
-    try:
-        for number, root in enumerate(roots):
-            if stop.is_set():
-                return "interrupted"
-            Path(roots_file).write_text(root + "\n", encoding="utf-8")
-            grown = extender(store.path, evaluator=evaluator,
-                             evaluator_options=evaluator_options, roots=roots_file,
-                             positions=expand, playouts=playouts, batch_size=batch_size,
-                             eval_threshold=MATE_VALUE, seed=seed * 100_003 + number,
-                             progress=progress)
-            grow_runs.append(grown.run_id)
-            step["expanded"] += grown.expansions
-            if grown.status != "done":
-                return grown.status
-    finally:
-        os.unlink(roots_file)
+    for number, root in enumerate(roots):
+        if stop.is_set():
+            return "interrupted"
+        label = f"mistakes:{summary.run_id}:{iteration}:{number}"
+        grown = extender(store.path, evaluator=evaluator, evaluator_options=evaluator_options,
+                         roots=Roots((root,), label), positions=expand, playouts=playouts,
+                         batch_size=batch_size, eval_threshold=MATE_VALUE,
+                         seed=seed * 100_003 + number, progress=progress)
+        grow_runs.append(grown.run_id)
+        step["expanded"] += grown.expansions
+        if grown.status != "done":
+            return grown.status
     try:
         with stop.abortable():  # one transaction: nothing or everything is written
-            refine_minimax(str(store.path))
+            refine_minimax(store.path)
     except Interrupted:
         return "interrupted"
     added = positions_expanded_by(store, grow_runs)

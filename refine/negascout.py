@@ -47,7 +47,7 @@ from bookgen.refine.retrograde import (
     owners,
     repetition_value,
 )
-from bookgen.values import MATE_VALUE
+from bookgen.values import MATE_VALUE, DrawValues
 
 _EXACT, _LOWER, _UPPER = 0, 1, 2
 _WINDOW = MATE_VALUE + 1
@@ -212,7 +212,7 @@ def _solve_game(graph: MinimaxGraph, structure: Structure, order: np.ndarray,
     return value, depth
 
 
-def negascout(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_white: int = 500,
+def negascout(graph: MinimaxGraph, draws: DrawValues = DrawValues(),
               structure: Structure | None = None, budget: int = _COMPONENT_BUDGET
               ) -> Propagation:
     """Values and depths of every node and option by NegaScout from every position."""
@@ -225,7 +225,7 @@ def negascout(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_white
     sys.setrecursionlimit(max(limit, 4 * int(structure.sizes.max(initial=1)) + 10_000))
     try:
         passes: list[tuple[int | None, np.ndarray, np.ndarray]] = []
-        for colour, draw in owners(draw_value_black, draw_value_white):
+        for colour, draw in owners(draws):
             value, depth = _solve_game(graph, structure, order, trusted, draw, budget,
                                        counts if not passes else dict.fromkeys(counts, 0))
             passes.append((colour, value, depth))

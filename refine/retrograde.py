@@ -8,8 +8,8 @@ value of a position is that of the game played from it over the book:
   its stored value (clamped to +-30000, ``none`` read as 0) at depth 0;
 * a move into a node is worth ``(-v, d + 1)`` of the child's ``(v, d)``;
 * a move that **repeats** a position of the game ends it: worth the mover's
-  draw value (``--draw-value-black/-white``, per mille of a win, 500 = 0 cp,
-  converted with :func:`bookgen.values.value_to_cp`) at depth "infinite"
+  draw value (:class:`bookgen.values.DrawValues`, per mille of a win, 500 = 0 cp,
+  converted with :meth:`bookgen.values.DrawValues.cp`) at depth "infinite"
   (stored as NULL), except that when every move of one side in the repeated
   stretch gave check, that side loses (-30000), as in shogi's rule on
   perpetual check. When both sides checked on every move it is a draw;
@@ -68,7 +68,7 @@ from scipy.sparse.csgraph import connected_components
 
 from bookgen.arrays import ranges
 from bookgen.refine.minimax_graph import MinimaxGraph
-from bookgen.values import MATE_VALUE, draw_cp
+from bookgen.values import MATE_VALUE, DrawValues
 
 DEPTH_INF = (1 << 20) - 1       # "infinite" depth: a line that ends in a repetition
 _VALUE_OFFSET = 1 << 15
@@ -82,10 +82,10 @@ BLACK, WHITE = 0, 1
 # -- values, depths and their order -------------------------------------------------
 
 
-def owners(draw_value_black: int, draw_value_white: int) -> list[tuple[int | None, int]]:
+def owners(draws: DrawValues) -> list[tuple[int | None, int]]:
     """The games to solve: (colour valued by it or None for all, draw value R in cp
     from black's point of view)."""
-    black, white = draw_cp(draw_value_black), draw_cp(draw_value_white)
+    black, white = draws.cp(BLACK), draws.cp(WHITE)
     if black == -white:
         return [(None, black)]
     return [(BLACK, black), (WHITE, -white)]
@@ -491,7 +491,7 @@ def combine(graph: MinimaxGraph, passes: list[tuple[int | None, np.ndarray, np.n
     return node_value, node_depth, option_value, option_depth
 
 
-def retrograde(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_white: int = 500,
+def retrograde(graph: MinimaxGraph, draws: DrawValues = DrawValues(),
                structure: Structure | None = None) -> Propagation:
     """Exact minimax values of every node and option (see the module docstring)."""
     started = time.perf_counter()
@@ -499,7 +499,7 @@ def retrograde(graph: MinimaxGraph, draw_value_black: int = 500, draw_value_whit
     counts = {"value_levels": 0, "checking_components_searched": 0,
               "checking_components_approximated": 0}
     passes: list[tuple[int | None, np.ndarray, np.ndarray]] = []
-    for colour, draw in owners(draw_value_black, draw_value_white):
+    for colour, draw in owners(draws):
         # Counters describe the first game; a second one repeats the same work.
         value, depth = _solve_pass(graph, structure, draw, counts if not passes else
                                    dict.fromkeys(counts, 0))

@@ -15,14 +15,15 @@ hcpe, as ``bookgen selfplay`` writes them). Each record gives:
   cross-entropies instead, ``(1 - val_lambda) * BCE(result) + val_lambda *
   BCE(sigmoid(eval / 756))`` with ``val_lambda`` 0.333 by default; as the
   cross-entropy is linear in its target this is the same loss as our blended
-  target with ``alpha = 1 - val_lambda``. bookgen's default ``alpha`` 0.5
+  target with ``alpha = 1 - val_lambda``. ``alpha`` is
+  :attr:`TrainSettings.result_share_of_value_target`; bookgen's default 0.5
   trusts the search values more than dlshogi's 0.667, because self-play
   games from few playouts have noisy results.
 
 The loss is the sum of the two. A record that does not hold a valid
 position, whose best move is not legal there, or whose ``gameResult`` is not
 0, 1 or 2 is an error (file and record named) before anything is trained.
-A share ``val_split`` of the records (chosen with ``seed``) is held out;
+A share ``validation_share`` of the records (chosen with ``seed``) is held out;
 loss and accuracy (policy: the best move is the top label; value: the sign
 of the prediction agrees with a decisive result) are reported on it after
 every epoch, on the training records before and after training (a
@@ -57,14 +58,15 @@ from bookgen.engines.network.model import (
     parameter_count,
     save_model,
 )
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import check_writable
 from bookgen.formats.hcp import read_hcpe
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
 from bookgen.values import EVAL_COEF
 
-__all__ = ["Dataset", "Metrics", "TrainSummary", "evaluate", "load_hcpe", "train"]
+__all__ = ["Dataset", "Metrics", "TrainSettings", "TrainSummary", "evaluate", "load_hcpe",
+           "train"]
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 TRAIN_METRICS_SAMPLE = 20_000
@@ -228,57 +230,94 @@ class TrainSummary:
         return data
 
 
+@dataclass(frozen=True)
+class TrainSettings:
+    """How :func:`train` trains (see the module docstring and ``bookgen train --help``).
+
+    ``init`` starts from a saved model, whose architecture wins (``blocks`` and
+    ``channels``, when given, must match it); otherwise a fresh network of
+    ``blocks`` x ``channels`` (default 5 x 64) initialised from ``seed``.
+    ``optimizer`` is ``sgd`` (momentum 0.9, Nesterov, as dlshogi) or ``adam``.
+    ``result_share_of_value_target`` is alpha in the value target ``alpha *
+    result + (1 - alpha) * sigmoid(eval / 756)``; ``validation_share`` of the
+    records is held out; ``eval_on`` files are measured before and after.
+    ``threads``: torch's threads (None: all cores). ``replace_output``: an
+    existing output file may be replaced (the ``init`` model always may).
+    """
+
+    init: Path | None = None
+    blocks: int | None = None
+    channels: int | None = None
+    epochs: int = 1
+    batch_size: int = 256
+    learning_rate: float = 0.01
+    optimizer: str = "sgd"
+    weight_decay: float = 1e-4
+    result_share_of_value_target: float = 0.5
+    validation_share: float = 0.1
+    eval_on: tuple[Path, ...] = ()
+    threads: int | None = None
+    seed: int = 0
+    replace_output: bool = False
+
+    def __post_init__(self) -> None:
+        if self.init is not None:
+            object.__setattr__(self, "init", Path(self.init))
+        object.__setattr__(self, "eval_on", tuple(Path(p) for p in self.eval_on))
+        for name in ("epochs", "batch_size", "blocks", "channels", "threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SettingsError(name, "must be at least 1")
+        if not self.learning_rate > 0:
+            raise SettingsError("learning_rate", "must be positive")
+        if not self.weight_decay >= 0:
+            raise SettingsError("weight_decay", "must be at least 0")
+        if not 0.0 <= self.result_share_of_value_target <= 1.0:
+            raise SettingsError("result_share_of_value_target", "must be between 0 and 1")
+        if not 0.0 <= self.validation_share < 1.0:
+            raise SettingsError("validation_share", "must be at least 0 and below 1")
+        if self.optimizer not in OPTIMIZERS:
+            raise BookgenError(f"unknown optimizer {self.optimizer!r} "
+                               f"(use {' or '.join(OPTIMIZERS)})")
+
+
 def _check_output(output: Path, init: Path | None, force: bool) -> None:
     check_writable(output)  # a read-only directory is said before training, not after
     same_as_init = init is not None and output.exists() and init.exists() and \
         output.resolve() == init.resolve()
     if output.exists() and not (force or same_as_init):
-        raise BookgenError(f"{output}: already exists (use --force to replace it)")
+        raise SettingsError("replace_output", f"{output}: already exists (use "
+                                              f"{SettingsError.FIELD} to replace it)")
 
 
-def train(data: Sequence[str | Path], output: str | Path, *, init: str | Path | None = None,
-          epochs: int = 1, batch_size: int = 256, lr: float = 0.01, optimizer: str = "sgd",
-          weight_decay: float = 1e-4, alpha: float = 0.5, val_split: float = 0.1,
-          eval_on: Sequence[str | Path] = (), blocks: int | None = None,
-          channels: int | None = None, seed: int = 0, threads: int | None = None,
-          force: bool = False, progress: bool = True,
-          log: Callable[[str], None] | None = None) -> TrainSummary:
-    """Train a network on hcpe ``data`` and save it to ``output``; see the module docstring.
-
-    ``init`` starts from a saved model (its architecture wins; ``blocks`` and
-    ``channels``, when given, must match it); otherwise a fresh network of
-    ``blocks`` x ``channels`` initialised from ``seed``. ``optimizer`` is
-    ``sgd`` (momentum 0.9, Nesterov, as dlshogi) or ``adam``. ``log``
-    receives one line per epoch.
-    """
+def train(data: Sequence[str | Path], output: str | Path, settings: TrainSettings | None = None,
+          *, progress: bool = True, log: Callable[[str], None] | None = None) -> TrainSummary:
+    """Train a network on hcpe ``data`` and save it to ``output``; see the module
+    docstring and :class:`TrainSettings` (None: the defaults). ``log`` receives one
+    line per epoch."""
     start_time = time.perf_counter()
-    if epochs < 1 or batch_size < 1:
-        raise BookgenError("--epochs and --batch-size must be at least 1")
-    if not lr > 0:
-        raise BookgenError("--lr must be positive")
-    if not 0.0 <= alpha <= 1.0:
-        raise BookgenError("--alpha must be between 0 and 1")
-    if not 0.0 <= val_split < 1.0:
-        raise BookgenError("--val-split must be at least 0 and below 1")
-    if optimizer not in OPTIMIZERS:
-        raise BookgenError(f"unknown optimizer {optimizer!r} (use {' or '.join(OPTIMIZERS)})")
+    settings = settings if settings is not None else TrainSettings()
+    epochs, batch_size, seed = settings.epochs, settings.batch_size, settings.seed
+    alpha, val_split = settings.result_share_of_value_target, settings.validation_share
+    lr, weight_decay = settings.learning_rate, settings.weight_decay
+    blocks, channels = settings.blocks, settings.channels
     output = Path(output)
-    init_path = Path(init) if init is not None else None
-    _check_output(output, init_path, force)
-    if threads is not None:
-        torch.set_num_threads(threads)
+    init_path = settings.init
+    _check_output(output, init_path, settings.replace_output)
+    if settings.threads is not None:
+        torch.set_num_threads(settings.threads)
 
     dataset = load_hcpe(data)
     if len(dataset) == 0:
         raise BookgenError(f"no records in {', '.join(map(str, data))}")
-    eval_set = load_hcpe(eval_on) if eval_on else None
+    eval_set = load_hcpe(settings.eval_on) if settings.eval_on else None
 
     if init_path is not None:
         model = load_model(init_path)
-        for name, given, actual in (("--blocks", blocks, model.blocks_count),
-                                    ("--channels", channels, model.channels)):
+        for name, given, actual in (("blocks", blocks, model.blocks_count),
+                                    ("channels", channels, model.channels)):
             if given is not None and given != actual:
-                raise BookgenError(f"{name} {given} does not match {init_path} ({actual})")
+                raise SettingsError(name, f"{given} does not match {init_path} ({actual})")
     else:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -303,7 +342,7 @@ def train(data: Sequence[str | Path], output: str | Path, *, init: str | Path | 
         summary.eval_on_before = evaluate(model, eval_set, None, batch_size, alpha)
         say(f"before training: eval-on {summary.eval_on_before.line()}")
 
-    if optimizer == "sgd":
+    if settings.optimizer == "sgd":
         opt: torch.optim.Optimizer = torch.optim.SGD(
             model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=weight_decay)
     else:

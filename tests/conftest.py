@@ -29,6 +29,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, settings, strategies as st
 
 from bookgen.cli import main as cli_main
+from bookgen.engines.mcts import MctsSettings
+from bookgen.grow import GrowBudget, GrowSettings
 
 # Hypothesis judges no test by time: a loaded machine is slow, not wrong (the tests'
 # own @settings keep these unless they say otherwise).
@@ -245,6 +247,13 @@ def integrity_ok(path: Path) -> bool:
 
 # --------------------------------------------------------------------------
 # the command line
+
+
+def small_grow(playouts: int, positions: int, seed: int = 0, **fields) -> GrowSettings:
+    """Settings of a small grow run: ``positions`` expansions of ``playouts`` playouts,
+    grow's defaults for everything but ``fields``."""
+    return GrowSettings(mcts=MctsSettings(playouts=playouts),
+                        budget=GrowBudget(positions=positions), seed=seed, **fields)
 
 
 def run_cli(*args: object, expect: int | None = 0):

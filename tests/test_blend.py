@@ -8,8 +8,8 @@ import cshogi
 import pytest
 
 from bookgen.engines.factory import make_evaluator
-from bookgen.grow import grow
-from conftest import run_cli
+from bookgen.grow import EvaluatorSettings, grow
+from conftest import run_cli, small_grow
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
 
@@ -69,8 +69,8 @@ def test_positions_outside_the_book_pass_through(book):
 
 def test_blend_in_grow_and_bad_specs(book, tmp_path):
     grown = tmp_path / "grown.sqlite"
-    summary = grow(grown, evaluator=f"blend:{book}:builtin", playouts=30, positions=3,
-                   progress=False)
+    settings = small_grow(30, 3, evaluator=EvaluatorSettings(f"blend:{book}:builtin"))
+    summary = grow(grown, settings, progress=False)
     assert summary.expansions == 3
     result = run_cli("grow", "-b", tmp_path / "x.sqlite", "--evaluator",
                      f"blend:{tmp_path / 'missing.sqlite'}:builtin", expect=2)

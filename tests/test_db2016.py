@@ -585,7 +585,7 @@ from unittest import mock  # noqa: E402
 
 import bookgen.bookfiles.importer as importer_module  # noqa: E402
 import bookgen.formats.parallel as parallel_module  # noqa: E402
-from bookgen.bookfiles.importer import import_books  # noqa: E402
+from bookgen.bookfiles.importer import ImportSettings, import_books  # noqa: E402
 from bookgen.diagnostics import Diagnostics  # noqa: E402
 
 JUNK_LINES = [
@@ -605,7 +605,7 @@ def tiny_parallel_chunks(chunk_bytes: int):
 def import_with(path: Path, book: Path, workers: int):
     stream = io.StringIO()
     diagnostics = Diagnostics(stream=stream)
-    summary = import_books([path], book, fmt="db2016", workers=workers,
+    summary = import_books(book, [path], ImportSettings(format="db2016", parser_workers=workers),
                            diagnostics=diagnostics, progress=False)
     return summary, [(p.source, p.line, p.reason) for p in diagnostics.problems], stream.getvalue()
 

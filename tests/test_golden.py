@@ -57,12 +57,12 @@ def test_json_drops_durations_and_pids_only() -> None:
     assert compact.splitlines()[0] == "# json layout: one line, 0 trailing newline(s)"
 
 
-def test_text_times_temp_roots_and_program_name() -> None:
+def test_text_times_and_program_name() -> None:
     text = ("Usage: python -m bookgen.cli grow [OPTIONS]\n"
-            "roots /tmp/bookgen-mistakes-x1y2.roots at 2026-01-02T03:04:05+00:00\n"
+            "roots mistakes:3:1:0 at 2026-01-02T03:04:05+00:00\n"
             "/src/tree/bookgen/cli.py 2026-01-02\n")
     assert golden.normalise_text(text, PATHS) == (
-        "Usage: bookgen grow [OPTIONS]\nroots <temp roots> at <time>\n"
+        "Usage: bookgen grow [OPTIONS]\nroots mistakes:3:1:0 at <time>\n"
         "<tree>/bookgen/cli.py 2026-01-02\n")
     report = "<p>16 games; report generated 2026-01-02T03:04:05+00:00 by bookgen 0.1.0.</p>"
     assert golden.normalise_report(report, PATHS) == \
@@ -83,8 +83,8 @@ def test_dump_hides_volatile_columns_and_keeps_the_rest(tmp_path: Path) -> None:
             ("schema_version", "2"), ("created_at", "2026-01-01T00:00:00+00:00"),
             ("created_by", "bookgen 0.1.0")])
         db.execute("INSERT INTO runs VALUES (1, ?, ?, '2026-01-01T00:00:00+00:00', NULL, "
-                   "'0.1.0')", (json.dumps({"roots": "/tmp/bookgen-mistakes-ab.roots",
-                                            "draw_value_black": 0.5}),
+                   "'0.1.0')", (json.dumps({"roots": "mistakes:3:1:0",
+                                            "draw_value_black": 500}),
                                 json.dumps({"pid": 7, "seconds": 1.5, "trials": 4})))
         db.executemany("INSERT INTO moves VALUES (?, ?, ?)",
                        [(2, "7g7f", 0.25), (1, "2g2f", 5.0), (1, "1g1f", None)])
@@ -92,7 +92,7 @@ def test_dump_hides_volatile_columns_and_keeps_the_rest(tmp_path: Path) -> None:
     text = golden.dump_sqlite(path, PATHS)
     assert text.split("## meta\n")[1].split("## ")[0] == (
         'key\tvalue\n"created_at"\t<time>\n"created_by"\t<version>\n"schema_version"\t"2"\n')
-    assert ('1\t"{\\"roots\\": \\"<temp roots>\\", \\"draw_value_black\\": 0.5}"\t'
+    assert ('1\t"{\\"roots\\": \\"mistakes:3:1:0\\", \\"draw_value_black\\": 500}"\t'
             '"{\\"trials\\": 4}"\t<time>\tNULL\t<version>') in text
     assert ('## moves\nposition_id\tmove\tvalue\n1\t"1g1f"\tNULL\n'
             '1\t"2g2f"\t5.0\n2\t"7g7f"\t0.25\n## runs\n') in text

@@ -10,10 +10,11 @@ from pathlib import Path
 import cshogi
 import pytest
 
-from bookgen.engines.mcts import MoveStats
-from bookgen.grow import grow
+from bookgen.engines.mcts import MctsSettings, MoveStats
+from bookgen.grow import EvaluatorSettings, GrowBudget, GrowSettings, WalkSettings, grow
 from bookgen.grow.book_moves import select_book_moves
-from conftest import PYTHON, integrity_ok, run_cli
+from bookgen.values import DrawValues
+from conftest import PYTHON, integrity_ok, run_cli, small_grow
 from processes import Bookgen, stop_all
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
@@ -110,7 +111,7 @@ def check_grown_book(book: Path, roots: list[str] | None = None) -> dict[str, in
 @pytest.mark.parametrize("strategy", ["dlshogi", "book-mcts", "dropout"])
 def test_grow_builds_a_consistent_book(tmp_path, strategy):
     book = tmp_path / "book.sqlite"
-    summary = grow(book, strategy=strategy, playouts=40, positions=12, seed=1, progress=False)
+    summary = grow(book, small_grow(40, 12, seed=1, strategy=strategy), progress=False)
     assert summary.status == "done" and summary.expansions == 12
     counts = check_grown_book(book)
     assert counts["expanded"] == 12
@@ -132,7 +133,7 @@ def test_transpositions_share_a_row(tmp_path):
     source.write_text("\n".join(lines) + "\n")
     book = tmp_path / "book.sqlite"
     assert run_cli("import", source, "-b", book).exit_code == 0
-    grow(book, playouts=20, positions=1, seed=0, progress=False)
+    grow(book, small_grow(20, 1, seed=0), progress=False)
     positions, moves = book_rows(book)
     ids = [pid for pid, row in positions.items() if row[0] == common]
     assert len(ids) == 1
@@ -152,8 +153,8 @@ def summary_expansions(book: Path) -> int:
 
 def test_resume_continues_the_same_book(tmp_path):
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=30, positions=5, seed=3, progress=False)
-    grow(book, playouts=30, positions=5, seed=3, progress=False)
+    grow(book, small_grow(30, 5, seed=3), progress=False)
+    grow(book, small_grow(30, 5, seed=3), progress=False)
     assert summary_expansions(book) == 10
     check_grown_book(book)
     conn = sqlite3.connect(book)
@@ -164,6 +165,23 @@ def test_resume_continues_the_same_book(tmp_path):
     assert [json.loads(r[4])["expansions"] for r in runs] == [5, 5]
     params = json.loads(runs[0][3])
     assert params["playouts"] == 30 and params["strategy"] == "dlshogi"
+
+
+def test_run_params_are_stored_as_before_with_draw_values_per_mille(tmp_path):
+    """runs.params is a fingerprint: its text (sorted keys) stays exactly this (draw
+    values per mille since issue 12; fractions before)."""
+    book = tmp_path / "book.sqlite"
+    grow(book, GrowSettings(mcts=MctsSettings(playouts=20, draws=DrawValues(white=600)),
+                            budget=GrowBudget(positions=2), seed=4), progress=False)
+    conn = sqlite3.connect(book)
+    text = conn.execute("SELECT params FROM runs").fetchone()[0]
+    conn.close()
+    assert text == (
+        '{"batch_size": 1, "color": "both", "cutoff": 0.015, "draw_value_black": 500, '
+        '"draw_value_white": 600, "eval_threshold": 400, "evaluator": "builtin", '
+        '"evaluator_options": {}, "max_ply": 64, "min_visits": 5, "playouts": 20, '
+        '"positions": 2, "roots": null, "seconds": null, "seed": 4, "strategy": "dlshogi", '
+        '"temperature": 1.0, "trials": null, "visit_threshold": 0.005, "workers": 1}')
 
 
 def _moves_table(book: Path) -> dict[tuple[int, str], tuple]:
@@ -190,10 +208,10 @@ def test_runs_count_the_rows_each_run_wrote(tmp_path):
     inserted and changed (compared with snapshots of the tables), not its
     expansions; the expansions are in counts."""
     book = tmp_path / "book.sqlite"
-    first = grow(book, playouts=30, positions=6, seed=3, progress=False)
+    first = grow(book, small_grow(30, 6, seed=3), progress=False)
     after_first = _moves_table(book)
     positions_first = len(book_rows(book)[0])
-    second = grow(book, playouts=30, positions=6, seed=4, progress=False)
+    second = grow(book, small_grow(30, 6, seed=4), progress=False)
     after_second = _moves_table(book)
     positions_second = len(book_rows(book)[0])
 
@@ -219,7 +237,7 @@ def test_grow_on_an_imported_book_links_into_it(tmp_path):
     source.write_text(f"#YANEURAOU-DB2016 1.00\nsfen {START} 1\n7g7f none 50 10 10\n")
     book = tmp_path / "book.sqlite"
     assert run_cli("import", source, "-b", book).exit_code == 0
-    grow(book, playouts=20, positions=3, color="black", seed=0, progress=False)
+    grow(book, small_grow(20, 3, walk=WalkSettings(color="black")), progress=False)
     board = cshogi.Board()
     board.push_usi("7g7f")
     positions, _moves = book_rows(book)
@@ -229,7 +247,7 @@ def test_grow_on_an_imported_book_links_into_it(tmp_path):
 
 def test_max_ply_and_eval_threshold_stop_walks(tmp_path):
     book = tmp_path / "book.sqlite"
-    summary = grow(book, playouts=20, positions=50, max_ply=2, seed=0, progress=False)
+    summary = grow(book, small_grow(20, 50, walk=WalkSettings(max_ply=2)), progress=False)
     positions, _ = book_rows(book)
     expanded_plies = [row[1] for row in positions.values() if row[4] is not None]
     assert max(expanded_plies) <= 3
@@ -264,7 +282,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert integrity_ok(book)
     check_grown_book(book)
     assert summary_expansions(book) == 5
-    assert grow(book, playouts=30, positions=5, seed=1, progress=False).status == "done"
+    assert grow(book, small_grow(30, 5, seed=1), progress=False).status == "done"
     assert summary_expansions(book) == 10
     check_grown_book(book)
     conn = sqlite3.connect(book)
@@ -305,7 +323,7 @@ def test_grow_cli_errors(tmp_path):
 
 def test_two_workers_grow_distinct_positions(tmp_path):
     book = tmp_path / "book.sqlite"
-    summary = grow(book, playouts=30, positions=10, workers=2, seed=0, progress=False)
+    summary = grow(book, small_grow(30, 10, workers=2), progress=False)
     assert summary.status == "done" and summary.expansions == 10
     assert summary_expansions(book) == 10
     check_grown_book(book)
@@ -326,9 +344,10 @@ def fake_engine(script: str, *args: object) -> str:
 
 def test_grow_with_fairy_stockfish_multipv(tmp_path):
     book = tmp_path / "book.sqlite"
-    summary = grow(book, evaluator=f"usi:{FAIRY}",
-                   evaluator_options={"nodes": 5000, "multipv": 3, "multipv_margin": 300},
-                   positions=4, seed=0, progress=False)
+    evaluator = EvaluatorSettings(f"usi:{FAIRY}",
+                                  {"nodes": 5000, "multipv": 3, "multipv_margin": 300})
+    summary = grow(book, GrowSettings(evaluator=evaluator, budget=GrowBudget(positions=4)),
+                   progress=False)
     assert summary.status == "done" and summary.expansions == 4
     counts = check_grown_book(book)
     positions, moves = book_rows(book)
@@ -349,8 +368,8 @@ def test_exported_grown_book_has_depths_and_ponders(tmp_path, evaluator, options
     from conftest import parse_db2016
 
     book = tmp_path / "book.sqlite"
-    grow(book, evaluator=evaluator, evaluator_options=options, playouts=60, positions=8,
-         seed=2, progress=False)
+    grow(book, small_grow(60, 8, seed=2, evaluator=EvaluatorSettings(evaluator, options)),
+         progress=False)
     out = tmp_path / "book.db"
     run_cli("export", "-b", book, "-o", out)
     parsed = parse_db2016(out.read_text())
@@ -377,9 +396,10 @@ def test_exported_grown_book_has_depths_and_ponders(tmp_path, evaluator, options
 
 def test_grow_with_gpsusi_without_multipv(tmp_path):
     book = tmp_path / "book.sqlite"
-    summary = grow(book, evaluator=f"usi:{GPSUSI}",
-                   evaluator_options={"options": {"BookDepth": "0"}, "byoyomi": 1000},
-                   positions=2, seed=0, progress=False)
+    evaluator = EvaluatorSettings(f"usi:{GPSUSI}",
+                                  {"options": {"BookDepth": "0"}, "byoyomi": 1000})
+    summary = grow(book, GrowSettings(evaluator=evaluator, budget=GrowBudget(positions=2)),
+                   progress=False)
     assert summary.expansions == 2
     check_grown_book(book)
     _positions, moves = book_rows(book)
@@ -395,9 +415,10 @@ def test_grow_with_torch_and_onnx_models(tmp_path):
     onnx = tmp_path / "m.onnx"
     assert run_cli("model", "export-onnx", model, "-o", onnx).exit_code == 0
     book = tmp_path / "book.sqlite"
-    grow(book, evaluator=f"torch:{model}", playouts=32, batch_size=8, positions=4,
-         progress=False)
-    grow(book, evaluator=f"onnx:{onnx}", playouts=32, batch_size=8, positions=4, progress=False)
+    for spec in (f"torch:{model}", f"onnx:{onnx}"):
+        grow(book, GrowSettings(evaluator=EvaluatorSettings(spec),
+                                mcts=MctsSettings(playouts=32, batch_size=8),
+                                budget=GrowBudget(positions=4)), progress=False)
     assert summary_expansions(book) == 8
     check_grown_book(book)
 
@@ -455,8 +476,8 @@ def test_network_evaluators_batch_leaves_by_default(tmp_path, monkeypatch):
 def test_engine_crashing_once_is_restarted(tmp_path):
     book = tmp_path / "book.sqlite"
     engine = fake_engine("crash_engine.py", "--multipv", "--once-file", tmp_path / "crashed")
-    summary = grow(book, evaluator=f"usi:{engine}", evaluator_options={"nodes": 100},
-                   positions=3, progress=False)
+    summary = grow(book, GrowSettings(evaluator=EvaluatorSettings(f"usi:{engine}", {"nodes": 100}),
+                                      budget=GrowBudget(positions=3)), progress=False)
     assert (tmp_path / "crashed").exists(), "the engine did crash"
     assert summary.status == "done" and summary.expansions == 3
     check_grown_book(book)
@@ -469,7 +490,7 @@ def test_engine_crashing_once_is_restarted(tmp_path):
 ])
 def test_broken_engine_stops_with_a_clear_error(tmp_path, script, args):
     book = tmp_path / "book.sqlite"
-    grow(book, positions=3, playouts=20, progress=False)  # something to keep
+    grow(book, small_grow(20, 3), progress=False)  # something to keep
     before = summary_expansions(book)
     engine = fake_engine(script, *args)
     result = run_cli("grow", "-b", book, "--evaluator", f"usi:{engine}", "--nodes", "100",

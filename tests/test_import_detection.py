@@ -14,7 +14,7 @@ import cshogi
 import numpy as np
 import pytest
 
-from bookgen.bookfiles.importer import import_books
+from bookgen.bookfiles.importer import ImportSettings, import_books
 from bookgen.diagnostics import Diagnostics
 from conftest import book_entries, db2016_text, dump_book, generate_blocks, run_cli
 from test_db2016 import tiny_parallel_chunks
@@ -63,9 +63,9 @@ def test_parallel_reader_reads_them_too(tmp_path, expected, name):
     source.write_bytes(ENCODINGS[name](TEXT))
     stream = io.StringIO()
     with tiny_parallel_chunks(300):
-        summary = import_books([source], tmp_path / "b.sqlite", fmt="auto", strict=True,
-                               workers=2, diagnostics=Diagnostics(stream=stream),
-                               progress=False)
+        summary = import_books(tmp_path / "b.sqlite", [source],
+                               ImportSettings(strict=True, parser_workers=2),
+                               diagnostics=Diagnostics(stream=stream), progress=False)
     assert stream.getvalue() == ""
     assert summary.files[0]["format"] == "db2016"
     assert book_entries(tmp_path / "b.sqlite") == expected

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from bookgen.grow import grow
-from conftest import PYTHON, ROOT, integrity_ok
+from conftest import PYTHON, ROOT, integrity_ok, small_grow
 from processes import (
     DEADLINE,
     Bookgen,
@@ -57,7 +57,7 @@ def statuses(book: Path, command: str) -> list[str]:
 def small_book(tmp_path_factory) -> Path:
     """A book with several leaves, so that two workers have work at once."""
     book = tmp_path_factory.mktemp("book") / "book.sqlite"
-    grow(book, playouts=20, positions=4, seed=0, progress=False)
+    grow(book, small_grow(20, 4, seed=0), progress=False)
     return book
 
 
@@ -194,7 +194,7 @@ def test_match_ctrl_c_with_hung_engines(tmp_path, concurrency):
 
 def test_mistakes_iterate_ctrl_c_with_hung_engine(tmp_path):
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=20, positions=4, seed=0, progress=False)
+    grow(book, small_grow(20, 4, seed=0), progress=False)
     # Analyses by an engine that disagrees with every value of the book: mistakes.
     searched = Bookgen(tmp_path, "refine", "search", "-b", book, "--engine",
                        f"usi:{fake_engine('--score', '3000')}", "--nodes", "100")
@@ -219,7 +219,7 @@ def test_ctrl_c_while_recording_stops_at_the_next_wait(tmp_path, workers):
     """A Ctrl-C that comes while a result is being recorded (not while waiting)
     lets the results already collected land, then drops what is still in flight."""
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=10, positions=8, seed=0, progress=False)  # more than 2 x 2 in flight
+    grow(book, small_grow(10, 8, seed=0), progress=False)  # more than 2 x 2 in flight
     process = Bookgen(tmp_path, "refine", "search", "-b", book, "--workers", workers,
                       env={"BOOKGEN_FAULT": "refine-search-recorded:SIGINT"})
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 import cshogi
 import pytest
 
-from conftest import PYTHON, ROOT, key_of, parse_db2016, run_cli, write_db2016
+from conftest import PYTHON, ROOT, key_of, parse_db2016, run_cli, small_grow, write_db2016
 
 MATE = 30000
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
@@ -345,7 +345,8 @@ def test_perpetual_check_books_match_the_reference(tmp_path, seed):
 def test_random_books_match_the_reference_through_the_api(tmp_path):
     from hypothesis import given, settings, strategies as st
 
-    from bookgen.refine.minimax import refine_minimax
+    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+    from bookgen.values import DrawValues
 
     counter = iter(range(10**6))
 
@@ -359,7 +360,7 @@ def test_random_books_match_the_reference_through_the_api(tmp_path):
         work = tmp_path / f"h{next(counter)}"
         work.mkdir()
         path = import_book(work, book)
-        refine_minimax(path, draw_value_black=draws[0], draw_value_white=draws[1])
+        refine_minimax(path, MinimaxSettings(draws=DrawValues(*draws)))
         assert_matches_reference(path, book, *draws)
 
     check()
@@ -894,24 +895,38 @@ def test_errors_are_one_line(tmp_path):
     path = import_book(tmp_path, tree_book(0, positions=5))
     run_cli("refine", "minimax", "-b", path, "--draw-value-black", 1001, expect=2)
     run_cli("refine", "minimax", "-b", path, "--method", "peta", expect=2)
-    from bookgen.errors import BookgenError
-    from bookgen.refine.minimax import refine_minimax
+    from bookgen.errors import BookgenError, SettingsError
+    from bookgen.refine.minimax import MinimaxSettings
+    from bookgen.values import DrawValues
 
-    with pytest.raises(BookgenError, match="unknown method"):
-        refine_minimax(path, method="peta")
-    with pytest.raises(BookgenError, match="per mille"):
-        refine_minimax(path, draw_value_white=-1)
+    with pytest.raises(BookgenError, match="unknown method 'peta'"):
+        MinimaxSettings(method="peta")
+    with pytest.raises(SettingsError, match="^draws.white is per mille"):
+        MinimaxSettings(draws=DrawValues(white=-1))
+    with pytest.raises(SettingsError, match="^scan_workers must be at least 1$"):
+        MinimaxSettings(scan_workers=0)
 
 
 def test_python_api_and_text_output(tmp_path):
-    from bookgen.refine.minimax import refine_minimax
+    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+    from bookgen.values import DrawValues
 
     book = waltz_book(-500)[0]
     path = import_book(tmp_path, book)
-    summary = refine_minimax(path, draw_value_black=700, draw_value_white=700)
-    assert summary["positions"] == 4 and summary["cycle_components"] == 1
-    assert summary["transposition_edges"] == 0 and summary["leaf_moves"] == 4
-    assert summary["peak_memory_mb"] > 0
+    settings = MinimaxSettings(draws=DrawValues(700, 700), scan_workers=1)
+    summary = refine_minimax(path, settings)
+    assert summary.settings is settings and summary.run_id == 2
+    assert summary.counts["positions"] == 4 and summary.counts["cycle_components"] == 1
+    assert summary.counts["transposition_edges"] == 0 and summary.counts["leaf_moves"] == 4
+    assert summary.peak_memory_mb > 0 and summary.seconds.total >= summary.seconds.write
+    # --json: the keys in their order of before (settings first, then the counts)
+    keys = list(summary.as_dict())
+    assert keys[:8] == ["book", "run_id", "method", "draw_value_black", "draw_value_white",
+                        "positions", "options", "edges"]
+    assert keys[-6:] == ["transposition_rows_added", "moves_updated",
+                         "transposition_rows_removed", "child_links_added", "seconds",
+                         "peak_memory_mb"]
+    assert summary.as_dict()["draw_value_black"] == 700
     line = run_cli("refine", "minimax", "-b", path).stdout.strip()
     assert line.startswith(f"{path}: run 3: retrograde minimax over 4 positions, 4 edges")
     assert "1 cycle components with 4 positions" in line
@@ -970,10 +985,10 @@ def test_large_checking_components_fall_back_and_say_so(tmp_path, monkeypatch):
     book, cycle = chase_book(-500, -400)
     path = import_book(tmp_path, book)
     monkeypatch.setattr(retrograde, "_EXHAUSTIVE_BUDGET", 3)
-    summary = minimax.refine_minimax(path)
-    assert summary["checking_components"] == 1
-    assert summary["checking_components_approximated"] == 1
-    assert summary["checking_components_searched"] == 0
+    counts = minimax.refine_minimax(path).counts
+    assert counts["checking_components"] == 1
+    assert counts["checking_components_approximated"] == 1
+    assert counts["checking_components_searched"] == 0
     positions, _ = stored_values(path)
     # Solved as if the repetition were a plain draw: the checker keeps checking.
     assert [positions[s] for s in cycle] == [(0, INF)] * 4
@@ -1018,7 +1033,7 @@ def test_grow_stats_and_show_ignore_refines_transposition_rows(tmp_path):
     from bookgen.grow import grow
 
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=20, positions=15, seed=4, progress=False)
+    grow(book, small_grow(20, 15, seed=4), progress=False)
     before_stats = json.loads(run_cli("stats", "--json", "-b", book).stdout)
     run_cli("refine", "minimax", "-b", book)
     conn = sqlite3.connect(book)
@@ -1027,7 +1042,7 @@ def test_grow_stats_and_show_ignore_refines_transposition_rows(tmp_path):
     conn.close()
     after_stats = json.loads(run_cli("stats", "--json", "-b", book).stdout)
     assert after_stats["moves"] == before_stats["moves"]
-    grow(book, playouts=20, positions=5, seed=5, progress=False)
+    grow(book, small_grow(20, 5, seed=5), progress=False)
     conn = sqlite3.connect(book)
     still = conn.execute("SELECT count(*) FROM moves WHERE count = 0 AND value IS NULL"
                          ).fetchone()[0]

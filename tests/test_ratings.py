@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from bookgen.analysis.bayeselo import fit_bayeselo
+from bookgen.analysis.bayeselo import BayesEloSettings, fit_bayeselo
 from bookgen.analysis.ratings import (
+    Anchor,
     PlayerRating,
+    RatingSettings,
     RatingTable,
     _aggregate,
     _simulate,
@@ -156,7 +158,7 @@ def test_round_robin_ratings_meet_the_ml_conditions(tmp_path):
     assert abs(first) < 1e-9
     assert wa > 0  # sente scored 57.5 of 90 here
     # the library gives the same numbers
-    table = fit_ratings(games, white_advantage=True)
+    table = fit_ratings(games, RatingSettings(fit_white_advantage=True))
     assert table.white_advantage == pytest.approx(wa, abs=1e-9)
 
     with_draws = rate_json(path, "-W", "-D")
@@ -175,7 +177,7 @@ def test_round_robin_ratings_meet_the_ml_conditions(tmp_path):
 
 def test_draw_rate_without_white_advantage():
     games = games_from(ROUND_ROBIN)
-    table = fit_ratings(games, draw_rate=True)
+    table = fit_ratings(games, RatingSettings(fit_draw_rate=True))
     ratings = {p.name: p.rating for p in table.players}
     deq = table.draw_rate
     expected_draws = sum(float(draw_probability(E(ratings[g.black] - ratings[g.white]), deq))
@@ -186,17 +188,18 @@ def test_draw_rate_without_white_advantage():
 
 def test_invariant_under_renaming_and_reordering():
     games = games_from({**ROUND_ROBIN, ("D", "A"): (2, 1, 4), ("B", "D"): (3, 3, 1)})
-    base = fit_ratings(games, white_advantage=True, draw_rate=True, simulations=60, seed=3)
+    fitted = RatingSettings(fit_white_advantage=True, fit_draw_rate=True, simulations=60, seed=3)
+    base = fit_ratings(games, fitted)
     names = {"A": "zeta", "B": "alpha", "C": "Mu", "D": "0-engine"}
     renamed = [GameResult(names[g.black], names[g.white], g.result) for g in games]
-    table = fit_ratings(renamed, white_advantage=True, draw_rate=True)
+    table = fit_ratings(renamed, RatingSettings(fit_white_advantage=True, fit_draw_rate=True))
     for player in base.players:
         assert table.rating_of(names[player.name]) == pytest.approx(player.rating, abs=1e-9)
     assert table.white_advantage == pytest.approx(base.white_advantage, abs=1e-9)
     assert table.draw_rate == pytest.approx(base.draw_rate, abs=1e-12)
     shuffled = list(games)
     random.Random(11).shuffle(shuffled)
-    again = fit_ratings(shuffled, white_advantage=True, draw_rate=True, simulations=60, seed=3)
+    again = fit_ratings(shuffled, fitted)
     # the games are aggregated, so even the simulations are the same
     assert again.as_json() == base.as_json()
     assert again.pair_sd == base.pair_sd
@@ -218,7 +221,7 @@ def test_average_and_anchor(tmp_path):
     errors = {p["name"]: p["error"] for p in anchored["players"]}
     assert errors["B"] == pytest.approx(0.0, abs=1e-9)  # errors are relative to the anchor
     assert errors["A"] > 0 and errors["C"] > 0
-    table = fit_ratings(games, anchor="C", simulations=50)
+    table = fit_ratings(games, RatingSettings(simulations=50, anchor=Anchor("C")))
     assert table.rating_of("C") == 0.0
     # ERROR = simulated SD (here of the difference with the anchor) x 1.95996
     for player in table.players:
@@ -269,9 +272,10 @@ def test_bootstrap_errors_shrink_with_more_games_and_cfs_is_a_percentage():
     spec = {("A", "B"): (4, 2, 4), ("B", "A"): (5, 1, 4), ("A", "C"): (5, 2, 3),
             ("C", "A"): (3, 3, 4), ("B", "C"): (4, 3, 3), ("C", "B"): (4, 2, 4),
             ("D", "A"): (3, 2, 5), ("A", "D"): (6, 1, 3), ("D", "C"): (4, 1, 5)}
-    small = fit_ratings(games_from(spec), simulations=300, seed=1, draw_rate=True)
+    settings = RatingSettings(simulations=300, seed=1, fit_draw_rate=True)
+    small = fit_ratings(games_from(spec), settings)
     large = fit_ratings(games_from({k: tuple(4 * x for x in v) for k, v in spec.items()}),
-                        simulations=300, seed=1, draw_rate=True)
+                        settings)
     small_errors = {p.name: p.error for p in small.players}
     for player in large.players:
         assert 0 < player.error < 0.75 * small_errors[player.name]
@@ -291,7 +295,7 @@ def test_bootstrap_errors_shrink_with_more_games_and_cfs_is_a_percentage():
 def test_bootstrap_matches_the_model():
     # A scores 230 / 400 (80 draws) against B, half the games as sente
     games = games_from({("A", "B"): (100, 40, 60), ("B", "A"): (70, 40, 90)})
-    table = fit_ratings(games, draw_rate=True, simulations=2000, seed=2)
+    table = fit_ratings(games, RatingSettings(fit_draw_rate=True, simulations=2000, seed=2))
     p, n = 230 / 400, 400
     # one p for every game, so the fitted Deq makes D(p) the observed 20 %
     deq = table.draw_rate
@@ -307,7 +311,7 @@ def test_bootstrap_matches_the_model():
 def test_simulations_are_drawn_from_the_fitted_model():
     games = games_from({("A", "B"): (100, 40, 60), ("B", "A"): (70, 40, 90),
                         ("A", "C"): (50, 20, 30), ("C", "B"): (40, 30, 30)})
-    table = fit_ratings(games, white_advantage=True, draw_rate=True)
+    table = fit_ratings(games, RatingSettings(fit_white_advantage=True, fit_draw_rate=True))
     cells = _aggregate(games)
     u = [table.rating_of(name) * BETA for name in cells.names]
     ratings, advantages, rates, skipped = _simulate(
@@ -368,7 +372,8 @@ def test_text_columns(tmp_path):
     assert lines[5] == (f"Draw rate (equal opponents) = {100 * data['draw_rate']:.2f} % +/- "
                         f"{100 * data['draw_rate_sd']:.2f}")
     # the error is the simulated SD x 1.95996; the footer's +/- is one SD
-    table = fit_ratings(games, white_advantage=True, draw_rate=True, simulations=30)
+    table = fit_ratings(games, RatingSettings(fit_white_advantage=True, fit_draw_rate=True,
+                                              simulations=30))
     assert isinstance(table, RatingTable) and isinstance(table.players[0], PlayerRating)
     assert table.confidence == 95.0 and table.scale == 202.0
 
@@ -465,7 +470,7 @@ def test_bayeselo_two_players_against_scipy(tmp_path):
 
 def test_bayeselo_fitted_advantage_and_draw_elo_maximise_the_likelihood():
     games = games_from({("A", "B"): (6, 2, 2), ("B", "A"): (3, 1, 5)})
-    table = fit_bayeselo(games, advantage=None, draw_elo=None)
+    table = fit_bayeselo(games, BayesEloSettings(advantage_elo=None, draw_elo=None))
     assert table.advantage_fitted and table.draw_elo_fitted
     ratings = {p.name: p.rating for p in table.players}
     d_ab = (ratings["A"] - ratings["B"]) / table.scale
@@ -506,7 +511,7 @@ def test_bayeselo_prior_keeps_perfect_scores_finite():
     assert table.players[0].name == "A"
     assert math.isfinite(table.players[0].rating)
     with pytest.raises(BookgenError, match="unbounded|converge"):
-        fit_bayeselo(games, prior=0.0)
+        fit_bayeselo(games, BayesEloSettings(prior_draws=0.0))
 
 
 # --------------------------------------------------------------------------
@@ -596,7 +601,8 @@ def test_divergent_simulations_are_left_out_of_the_errors():
     games = [GameResult(black, white, result)
              for (black, white), counts in cells.items()
              for result, n in zip(("black", "draw", "white"), counts) for _ in range(n)]
-    table = fit_ratings(games, white_advantage=True, draw_rate=True, simulations=1000, seed=0)
+    table = fit_ratings(games, RatingSettings(fit_white_advantage=True, fit_draw_rate=True,
+                                              simulations=1000, seed=0))
     assert table.skipped_simulations >= 1
     # One divergent sample (a rating gap of about 8,700) would push these to
     # about 275 and 140.

@@ -15,12 +15,14 @@ from pathlib import Path
 import cshogi
 import pytest
 
+from bookgen.cli.refine import grow_extender
 from bookgen.errors import BookgenError
+from bookgen.formats.positions import Roots
 from bookgen.grow import grow
 from bookgen.refine.book_search import search
 from bookgen.refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
 from bookgen.store import Book
-from conftest import PYTHON, dump_book, integrity_ok, run_cli
+from conftest import PYTHON, dump_book, integrity_ok, run_cli, small_grow
 from processes import Bookgen, stop_all
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -91,7 +93,7 @@ def check_analysis(sfen: str, row: tuple, *, seldepth: bool = True) -> None:
 @pytest.fixture(scope="module")
 def grown(tmp_path_factory) -> Path:
     book = tmp_path_factory.mktemp("grown") / "book.sqlite"
-    grow(book, playouts=30, positions=8, seed=0, progress=False)
+    grow(book, small_grow(30, 8, seed=0), progress=False)
     return book
 
 
@@ -488,7 +490,7 @@ def test_mistake_lines_replay_to_the_positions(analysed, tmp_path):
         sfens.add(board.sfen().rsplit(" ", 1)[0])
     assert sfens == {values[pid][1] for pid in corrupted | {minimax_only, mate_pid}}
     # The lines are a roots file for grow.
-    grow(book, roots=out, playouts=20, positions=2, progress=False)
+    grow(book, small_grow(20, 2, roots=Roots.read(out)), progress=False)
     # Positions off the book's lines are written as sfen lines.
     board = cshogi.Board()
     for usi in ("2g2f", "8c8d", "2f2e"):
@@ -510,7 +512,7 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     book, values, corrupted, minimax_only, mate_pid = _corrupted_book(analysed, tmp_path)
     positions_before = len(query(book, "SELECT id FROM positions"))
     summary = mistakes(book, iterate=True, max_iterations=2, playouts=20, expand=1,
-                       progress=False, extender=grow)
+                       progress=False, extender=grow_extender)
     assert summary.status == "done"
     rounds = summary.rounds
     assert 2 <= len(rounds) <= 3 and rounds[0]["mistakes"] == 5 and rounds[0]["new"] == 5
@@ -522,6 +524,14 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     per_run = dict(query(book, "SELECT expanded_run, count(*) FROM positions WHERE "
                                "expanded_run IS NOT NULL GROUP BY 1"))
     assert all(per_run.get(run) == 1 for run in grow_runs)
+    # Each grow run records its root by the mistakes run, the extension and the root's
+    # number (not a temporary file), with the seed derived from them.
+    for iteration, round_ in enumerate(rounds, 1):
+        for number, run in enumerate(round_.get("grow_runs", [])):
+            params = json.loads(query(book, "SELECT params FROM runs WHERE id = ?", (run,))[0][0])
+            assert params["roots"] == f"mistakes:{summary.run_id}:{iteration}:{number}"
+            assert params["seed"] == iteration * 100_003 + number
+            assert params["eval_threshold"] == 30000 and params["positions"] == 1
     # Every position the grow runs expanded was analysed with the same key.
     expanded = {r[0] for r in query(book, "SELECT id FROM positions WHERE expanded_run IN "
                                           f"({','.join('?' * len(grow_runs))})",
@@ -556,7 +566,7 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
 
 def test_iterate_needs_an_extender(analysed, tmp_path):
     """refine does not import the grow stage: the grow runs of --iterate come from
-    the extender the caller passes in (the CLI passes bookgen.grow.grow)."""
+    the extender the caller passes in (the CLI passes grow_extender, over bookgen.grow.grow)."""
     with pytest.raises(BookgenError, match="iterate needs an extender"):
         mistakes(copy_of(analysed, tmp_path), iterate=True, progress=False)
 
@@ -582,7 +592,7 @@ def test_iterate_counts_the_rows_it_writes(analysed, tmp_path):
     conn.close()
     assert removed > 0
     summary = mistakes(book, iterate=True, max_iterations=1, playouts=20, expand=1,
-                       progress=False, extender=grow)
+                       progress=False, extender=grow_extender)
     engine_moves = summary.rounds[0]["engine_moves_added"]
     assert engine_moves >= removed
     added, moves, updated = query(book, "SELECT positions_added, moves_added, moves_updated "

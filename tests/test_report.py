@@ -29,14 +29,14 @@ from bookgen.analysis import report as report_module
 from bookgen.analysis.document import markdown_escape
 from bookgen.analysis.outcomes import PAIRED_NOTE
 from bookgen.analysis.pairstats import count_games, elo_pentanomial, elo_trinomial, sprt
-from bookgen.analysis.ratings import fit_ratings
-from bookgen.analysis.report import build_report, parse_sprt, write_html
+from bookgen.analysis.ratings import RatingSettings, fit_ratings
+from bookgen.analysis.report import ReportSettings, build_report, parse_sprt, write_html
 from bookgen.analysis.results import load_games
 from bookgen.errors import BookgenError
 from bookgen.formats.records import write_pgn_game
 from bookgen.grow import grow
 from bookgen.store.results import ResultsFile
-from conftest import STARTPOS, dump_book, run_chromium, run_cli
+from conftest import STARTPOS, dump_book, run_chromium, run_cli, small_grow
 
 NASTY = '<script>alert(1)</script>&"x"'
 PIPE = "a|b`c"
@@ -140,9 +140,9 @@ def markdown_rows(text: str, heading: str) -> list[list[str]]:
     return [row for row in rows if not all(re.fullmatch(r":?-+:?", c) for c in row)]
 
 
-def format_text_rows(games, **options) -> list[list[str]]:
+def format_text_rows(games, settings: RatingSettings) -> list[list[str]]:
     """Rows of ``fit_ratings(...).format_text()`` as tokens (names without spaces)."""
-    lines = fit_ratings(games, **options).format_text().splitlines()
+    lines = fit_ratings(games, settings).format_text().splitlines()
     rows = []
     for line in lines[1:]:
         tokens = line.split()
@@ -174,7 +174,8 @@ def rendered(results_path, tmp_path_factory) -> dict[str, object]:
 
 def test_rating_table_matches_fit_ratings(results_path, rendered):
     page = rendered["page"]
-    expected = format_text_rows(load_games([results_path]), simulations=200, seed=5)
+    expected = format_text_rows(load_games([results_path]),
+                                RatingSettings(simulations=200, seed=5))
     header, *rows = page.tables["ratings"]
     assert header == report_module.RATING_HEADERS
     assert rows == expected
@@ -185,10 +186,11 @@ def test_rating_options_reach_the_fit(results_path, tmp_path):
     out = tmp_path / "r.html"
     run_cli("report", results_path, "-o", out, "-s", "50", "--seed", "2", "-W", "-D")
     games = load_games([results_path])
-    table = fit_ratings(games, simulations=50, seed=2, white_advantage=True, draw_rate=True)
+    settings = RatingSettings(simulations=50, seed=2, fit_white_advantage=True,
+                              fit_draw_rate=True)
+    table = fit_ratings(games, settings)
     text = out.read_text()
-    assert parse_page(text).tables["ratings"][1:] == format_text_rows(
-        games, simulations=50, seed=2, white_advantage=True, draw_rate=True)
+    assert parse_page(text).tables["ratings"][1:] == format_text_rows(games, settings)
     assert f"White advantage = {table.white_advantage:.2f}" in text
     assert f"Draw rate (equal opponents) = {100 * table.draw_rate:.2f} %" in text
 
@@ -429,7 +431,7 @@ def add_mistakes(book: Path) -> dict[int, int]:
 
 def test_book_section(results_path, tmp_path):
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=30, positions=40, seed=3, progress=False)
+    grow(book, small_grow(30, 40, seed=3), progress=False)
     mistakes = add_mistakes(book)
     before = dump_book(book)
     out, md_path = tmp_path / "book.html", tmp_path / "book.md"
@@ -468,7 +470,7 @@ def test_book_section(results_path, tmp_path):
 
 def test_book_without_mistakes_says_so(results_path, tmp_path):
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=30, positions=10, seed=1, progress=False)
+    grow(book, small_grow(30, 10, seed=1), progress=False)
     out = tmp_path / "r.html"
     run_cli("report", results_path, "-b", book, "-o", out, "-s", "0")
     text = out.read_text()
@@ -521,7 +523,7 @@ def test_errors_exit_2(results_path, tmp_path):
 
 
 def test_writes_are_atomic(results_path, tmp_path, monkeypatch):
-    report = build_report([results_path], simulations=0)
+    report = build_report(ReportSettings((results_path,), rating=RatingSettings()))
     out = tmp_path / "r.html"
     out.write_text("old report")
 

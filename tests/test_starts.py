@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from bookgen.grow import grow
-from conftest import run_cli
+from conftest import run_cli, small_grow
 
 
 @pytest.fixture(scope="module")
 def grown(tmp_path_factory) -> Path:
     book = tmp_path_factory.mktemp("starts") / "book.sqlite"
-    grow(book, playouts=30, positions=25, seed=2, progress=False)
+    grow(book, small_grow(30, 25, seed=2), progress=False)
     return book
 
 

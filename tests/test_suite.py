@@ -9,7 +9,7 @@ from collections import Counter
 import cshogi
 
 from bookgen.grow import grow
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, small_grow
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
 
@@ -27,7 +27,7 @@ def book_values(book) -> dict[str, dict[str, int]]:
 
 def test_suite_from_a_grown_book(tmp_path):
     book = tmp_path / "book.sqlite"
-    grow(book, playouts=30, positions=40, seed=3, progress=False)
+    grow(book, small_grow(30, 40, seed=3), progress=False)
     values = book_values(book)
     out = tmp_path / "suite.txt"
     summary = json.loads(run_cli("suite", "-b", book, "-o", out, "--max-value", "15",

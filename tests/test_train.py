@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import click
 import cshogi
@@ -17,14 +18,15 @@ from click.testing import CliRunner
 from cshogi import dlshogi
 
 from bookgen.cli.curriculum import train_command
+from bookgen.cli.support import error_text
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.network.model import load_model
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.selfplay.games import selfplay
-from bookgen.selfplay.train import evaluate, load_hcpe, train
+from bookgen.selfplay.train import TrainSettings, evaluate, load_hcpe, train
 
 HCPE = cshogi.HuffmanCodedPosAndEval
-TINY = dict(blocks=1, channels=8, threads=1, progress=False)
+TINY = dict(blocks=1, channels=8, threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,9 @@ def data(tmp_path_factory):
 @pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 def test_training_lowers_the_loss_and_saves_a_loadable_model(data):
     output = data / "model.pt"
-    summary = train([data / "data.hcpe"], output, epochs=4, batch_size=32, lr=0.02,
-                    eval_on=[data / "eval.hcpe"], **TINY)
+    settings = TrainSettings(epochs=4, batch_size=32, learning_rate=0.02,
+                             eval_on=(data / "eval.hcpe",), **TINY)
+    summary = train([data / "data.hcpe"], output, settings, progress=False)
     assert summary.initial_train is not None and summary.final_train is not None
     assert summary.final_train.loss < summary.initial_train.loss
     assert summary.final_train.policy_loss < summary.initial_train.policy_loss
@@ -75,18 +78,38 @@ def test_training_lowers_the_loss_and_saves_a_loadable_model(data):
 @pytest.mark.timeout(600)  # over 20 s on a loaded 2-core machine, fixtures included
 def test_continue_from_a_model(data):
     first = data / "first.pt"
-    train([data / "data.hcpe"], first, epochs=1, batch_size=64, **TINY)
+    train([data / "data.hcpe"], first, TrainSettings(batch_size=64, **TINY), progress=False)
     before = evaluate(load_model(first), load_hcpe([data / "data.hcpe"]))
-    summary = train([data / "data.hcpe"], first, init=first, epochs=2, batch_size=64,
-                    threads=1, progress=False)
+    summary = train([data / "data.hcpe"], first,
+                    TrainSettings(init=first, epochs=2, batch_size=64, threads=1),
+                    progress=False)
     assert (summary.blocks, summary.channels) == (1, 8)
     assert summary.initial_train is not None
     assert math.isclose(summary.initial_train.loss, before.loss, rel_tol=0.05)
-    with pytest.raises(BookgenError, match="--channels 16 does not match"):
-        train([data / "data.hcpe"], data / "other.pt", init=first, channels=16,
+    with pytest.raises(SettingsError, match="^channels 16 does not match") as caught:
+        train([data / "data.hcpe"], data / "other.pt", TrainSettings(init=first, channels=16),
               progress=False)
-    with pytest.raises(BookgenError, match="already exists"):  # only --init may be replaced
-        train([data / "data.hcpe"], first, **TINY)
+    assert error_text(caught.value).startswith("--channels 16 does not match")
+    with pytest.raises(SettingsError, match="already exists") as caught:  # only init may be
+        train([data / "data.hcpe"], first, TrainSettings(**TINY), progress=False)  # replaced
+    assert error_text(caught.value) == f"{first}: already exists (use --force to replace it)"
+
+
+@pytest.mark.parametrize("fields, cli_text", [
+    ({"epochs": 0}, "--epochs must be at least 1"),
+    ({"batch_size": 0}, "--batch-size must be at least 1"),
+    ({"learning_rate": 0}, "--lr must be positive"),
+    ({"result_share_of_value_target": 1.5}, "--alpha must be between 0 and 1"),
+    ({"validation_share": 1.0}, "--val-split must be at least 0 and below 1"),
+])
+def test_bad_settings_name_the_field_and_the_cli_the_flag(fields, cli_text):
+    with pytest.raises(SettingsError) as caught:
+        TrainSettings(**fields)
+    assert str(caught.value).startswith(next(iter(fields)) + " ")
+    assert error_text(caught.value) == cli_text
+    with pytest.raises(BookgenError, match=r"^unknown optimizer 'lbfgs' \(use sgd or adam\)$"):
+        TrainSettings(optimizer="lbfgs")
+    assert TrainSettings(eval_on=["a.hcpe"]).eval_on == (Path("a.hcpe"),)  # type: ignore[arg-type]
 
 
 def test_targets_follow_dlshogi_conventions(tmp_path):

@@ -1,8 +1,10 @@
-"""``bookgen export``: write a book as a DB2016 or Apery file.
+"""``bookgen export``: write a book as a DB2016, Apery, policy or hcpe file.
 
-``values="raw"`` (the default) writes the book's own values and depths, and
+:func:`export_book` takes the book, the output file and an
+:class:`ExportSettings` and returns an :class:`ExportSummary`. Values
+:attr:`~bookgen.store.ValueColumn.RAW` (the default) writes the book's own values and depths, and
 leaves out the transposition moves that ``refine minimax`` added, so that it
-writes exactly what it wrote before a refine. ``values="minimax"`` writes the
+writes exactly what it wrote before a refine. :attr:`~bookgen.store.ValueColumn.MINIMAX` writes the
 values and depths ``refine minimax`` stored, transposition moves included,
 with peta_shock's rule for ties: a move that is not the best but has the
 best value with a different depth is written one lower, so that an engine
@@ -12,13 +14,14 @@ choosing by value plays the intended move.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bookgen.diagnostics import Diagnostics
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_output
 from bookgen.formats.apery import export_records
 from bookgen.formats.db2016 import write_db2016
@@ -26,12 +29,73 @@ from bookgen.formats.policy import write_policy_book
 from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
-from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, BookMove, MoveRows, queries
+from bookgen.store import (
+    REFINE_MINIMAX_COMMAND,
+    Book,
+    BookMove,
+    MoveRows,
+    ValueColumn,
+    queries,
+)
 from bookgen.store.runs import last_params
-from bookgen.values import draw_cp  # the same conversion refine uses
+from bookgen.values import DrawValues  # refine's draw values, converted as refine does
 
 EXPORT_FORMATS = ("db2016", "apery", "policy", "hcpe")
-EXPORT_VALUES = ("raw", "minimax")
+EXPORT_VALUES = tuple(str(column) for column in ValueColumn)
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """What :func:`export_book` writes: the ``format`` (:data:`EXPORT_FORMATS`), the
+    ``values`` (the book's own, or refine minimax's), DB2016's ``# NOE:`` line
+    (``db2016_noe``) and the temperature T of hcpe's policy targets
+    (``softmax((s_i - s_max) * (1000 / T) / 754.3)``, ``hcpe_policy_temperature``)."""
+
+    format: str = "db2016"
+    values: ValueColumn = ValueColumn.RAW
+    db2016_noe: bool = False
+    hcpe_policy_temperature: float = 100.0
+
+    def __post_init__(self) -> None:
+        if self.format not in EXPORT_FORMATS:
+            raise BookgenError(f"unknown export format {self.format!r} (choose from "
+                               f"{', '.join(EXPORT_FORMATS)})")
+        if self.values not in EXPORT_VALUES:
+            raise BookgenError(f"unknown values {self.values!r} (choose from "
+                               f"{', '.join(EXPORT_VALUES)})")
+        object.__setattr__(self, "values", ValueColumn(self.values))
+        if not self.hcpe_policy_temperature > 0:
+            raise SettingsError("hcpe_policy_temperature", "must be more than 0")
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What :func:`export_book` wrote: ``positions`` to ``file``; ``moves`` (DB2016,
+    policy and hcpe, whose ``policy_file`` holds the policy targets); ``records``,
+    ``counts_scaled`` (positions whose counts were scaled into 16 bits),
+    ``scores_clamped`` and ``key_collisions`` (Apery)."""
+
+    file: str
+    format: str
+    values: str
+    positions: int
+    moves: int | None = None
+    policy_file: str | None = None
+    records: int | None = None
+    counts_scaled: int | None = None
+    scores_clamped: int | None = None
+    key_collisions: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` output: the counts of the format, then file, format and values."""
+        counts: tuple[str, ...] = ("positions", "moves", "policy_file")
+        if self.format == "apery":
+            counts = ("positions", "records", "counts_scaled", "scores_clamped",
+                      "key_collisions")
+        result = {name: getattr(self, name) for name in counts
+                  if getattr(self, name) is not None}
+        result.update(file=self.file, format=self.format, values=self.values)
+        return result
 
 Block = tuple[str, "int | None", list[BookMove]]
 
@@ -64,8 +128,9 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:
     params = last_params(store, REFINE_MINIMAX_COMMAND)
-    draws = (draw_cp(int(params.get("draw_value_black", 500))),
-             draw_cp(int(params.get("draw_value_white", 500))))
+    values = DrawValues(int(params.get("draw_value_black", 500)),
+                        int(params.get("draw_value_white", 500)))
+    draws = (values.cp(0), values.cp(1))  # by the side to move: black 0, white 1
     cursor = queries.minimax_rows(store.conn)
     current: str | None = None
     ply: int | None = None
@@ -96,29 +161,24 @@ def _check_refined(store: Book) -> None:
             "since); run 'bookgen refine minimax' first")
 
 
-def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = "db2016",
-                values: str = "raw", noe: bool = False, diagnostics: Diagnostics | None = None,
-                progress: bool = True, temperature: float = 100.0) -> dict[str, Any]:
+def export_book(book: str | Path, out: str | Path, settings: ExportSettings | None = None, *,
+                diagnostics: Diagnostics | None = None, progress: bool = True) -> ExportSummary:
     """Write every position that has moves to ``out``; returns what was written.
 
     The file is written beside ``out`` and renamed into place, so an
     interrupted export never leaves a truncated book under the final name.
     """
-    if fmt not in EXPORT_FORMATS:
-        raise BookgenError(f"unknown export format {fmt!r} (choose from "
-                           f"{', '.join(EXPORT_FORMATS)})")
-    if values not in EXPORT_VALUES:
-        raise BookgenError(f"unknown values {values!r} (choose from "
-                           f"{', '.join(EXPORT_VALUES)})")
+    settings = settings if settings is not None else ExportSettings()
+    fmt, values = settings.format, settings.values
     out = Path(out)
     with Book(book, create=False, readonly=True) as store:
-        if values == "minimax":
+        if values == ValueColumn.MINIMAX:
             _check_refined(store)
         total = queries.positions_with_moves(store.conn, MoveRows.ALL)
         with atomic_output(out) as temporary, progress_bar(
                 total=total, unit="pos", desc=f"writing {out.name}",
                 disable=None if progress else True) as bar:
-            source = store.iter_blocks() if values == "raw" else _minimax_blocks(store)
+            source = store.iter_blocks() if values == ValueColumn.RAW else _minimax_blocks(store)
 
             def blocks() -> Iterator[Block]:
                 for block in source:
@@ -129,23 +189,22 @@ def export_book(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = 
             if fmt == "db2016":
                 with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
                     positions, moves = write_db2016(handle, blocks(),
-                                                    noe=total if noe else None)
-                result: dict[str, Any] = {"positions": positions, "moves": moves}
+                                                    noe=total if settings.db2016_noe else None)
+                counts: dict[str, Any] = {"positions": positions, "moves": moves}
             elif fmt == "hcpe":
-                hcpe, policy = training_arrays(blocks(), temperature)
+                hcpe, policy = training_arrays(blocks(), settings.hcpe_policy_temperature)
                 _write_array(temporary, hcpe)
                 policy_out = out.with_name(out.name + ".policy.npy")
                 with atomic_output(policy_out) as policy_temporary, \
                         open(policy_temporary, "wb") as policy_handle:
                     np.save(policy_handle, policy)
-                result = {"positions": len(hcpe), "moves": len(policy),
+                counts = {"positions": len(hcpe), "moves": len(policy),
                           "policy_file": str(policy_out)}
             elif fmt == "policy":
                 with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
                     positions, moves = write_policy_book(handle, blocks())
-                result = {"positions": positions, "moves": moves}
+                counts = {"positions": positions, "moves": moves}
             else:
-                records, result = export_records(blocks(), diagnostics)
+                records, counts = export_records(blocks(), diagnostics)
                 _write_array(temporary, records)
-    result.update(file=str(out), format=fmt, values=values)
-    return result
+    return ExportSummary(file=str(out), format=fmt, values=str(values), **counts)

@@ -1,4 +1,8 @@
-"""``bookgen import``: read book files into a book, all or nothing."""
+"""``bookgen import``: read book files into a book, all or nothing.
+
+:func:`import_books` takes the book, the files and an :class:`ImportSettings`
+and returns an :class:`ImportSummary`.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +13,47 @@ from pathlib import Path
 from typing import Any
 
 from bookgen.diagnostics import Diagnostics
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats import FORMATS, SAMPLE_BYTES, detect_format
 from bookgen.formats.apery import read_apery
 from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
 from bookgen.formats.parallel import PARALLEL_MIN_BYTES, read_db2016_parallel
-from bookgen.formats.positions import read_roots
+from bookgen.formats.positions import Roots
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
-from bookgen.store import DEFAULT_BOOK, Book, BulkWriter, writes
+from bookgen.store import Book, BulkWriter, writes
 from bookgen.workers.forked import fork_available
+
+
+@dataclass(frozen=True)
+class ImportSettings:
+    """How files are read: their ``format`` (``auto``: by content, see
+    :func:`bookgen.formats.detect_format`), whether one invalid entry refuses the
+    whole import (``strict``), the positions Apery files are walked from besides
+    the initial position (``apery_roots``), the plies outside the book that walk
+    looks through (``apery_max_gap_plies``, 0 or 1) and the processes parsing
+    large DB2016 files (``parser_workers``; None: one per core, at most 2)."""
+
+    format: str = "auto"
+    strict: bool = False
+    apery_roots: Roots = field(default_factory=Roots)
+    apery_max_gap_plies: int = 1
+    parser_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.format != "auto" and self.format not in FORMATS:
+            raise BookgenError(f"unknown format {self.format!r} "
+                               f"(choose from auto, {', '.join(FORMATS)})")
+        if self.apery_max_gap_plies not in (0, 1):
+            raise SettingsError("apery_max_gap_plies", "must be 0 or 1")
+        if self.parser_workers is not None and self.parser_workers < 1:
+            raise SettingsError("parser_workers", "must be at least 1")
+
+    def params(self, paths: Sequence[Path], formats: Sequence[str]) -> dict[str, Any]:
+        """The run's ``runs.params`` for these files and their detected formats."""
+        return {"sources": [str(p) for p in paths], "formats": list(formats),
+                "strict": self.strict, "roots": self.apery_roots.label,
+                "max_gap": self.apery_max_gap_plies}
 
 
 @dataclass
@@ -39,27 +74,26 @@ class ImportSummary:
         return dict(self.__dict__)
 
 
-def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK, *,
-                 fmt: str = "auto", strict: bool = False, roots: str | Path | None = None,
-                 max_gap: int = 1, diagnostics: Diagnostics | None = None,
-                 progress: bool = True, workers: int | None = None,
+def import_books(book: str | Path, sources: Sequence[str | Path],
+                 settings: ImportSettings | None = None, *,
+                 diagnostics: Diagnostics | None = None, progress: bool = True,
                  wait: bool = False) -> ImportSummary:
     """Import DB2016 or Apery files into ``book`` (created if missing, else merged).
 
     Invalid entries are reported to ``diagnostics`` and skipped; with
-    ``strict`` any invalid entry aborts the import and the book is left
+    ``settings.strict`` any invalid entry aborts the import and the book is left
     exactly as it was. The book is changed in one transaction, so an
-    interrupted import changes nothing either. Large DB2016 files are parsed
-    by ``workers`` processes (default: one per core, at most 2). ``wait``: when
-    another process writes the book, wait for it instead of raising
+    interrupted import changes nothing either. ``wait``: when another process
+    writes the book, wait for it instead of raising
     :class:`bookgen.store.lock.BookLocked`.
     """
+    settings = settings if settings is not None else ImportSettings()
+    workers = settings.parser_workers
     if workers is None:
         workers = min(2, os.cpu_count() or 1)
     if not fork_available():
         workers = 1
-    if fmt != "auto" and fmt not in FORMATS:
-        raise BookgenError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
+    strict, roots, max_gap = settings.strict, settings.apery_roots, settings.apery_max_gap_plies
     if not sources:
         raise BookgenError("no files to import")
     diagnostics = diagnostics if diagnostics is not None else Diagnostics()
@@ -67,14 +101,13 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
     for path in paths:
         if not path.is_file():
             raise BookgenError(f"{path}: no such file")
-    formats = [detect_format(path, fmt) for path in paths]
-    root_boards = read_roots(roots) if roots is not None else []
+    formats = [detect_format(path, settings.format) for path in paths]
+    root_boards = roots.boards()
     if Path(book).resolve() in {path.resolve() for path in paths}:
         raise BookgenError(f"{book}: the book cannot import itself")
 
     store = Book(book, wait=wait)
-    params = {"sources": [str(p) for p in paths], "formats": formats, "strict": strict,
-              "roots": str(roots) if roots else None, "max_gap": max_gap}
+    params = settings.params(paths, formats)
     try:
         summary = ImportSummary(book=str(book))
         # Foreign keys are guaranteed by the writer; checking them per row
@@ -87,17 +120,20 @@ def import_books(sources: Sequence[str | Path], book: str | Path = DEFAULT_BOOK,
                 info = _read_file(path, file_format, writer, diagnostics, root_boards,
                                   max_gap, workers, progress)
                 if info["positions"] == 0 and path.stat().st_size > 0:
-                    raise BookgenError(f"{path}: nothing imported: "
-                                       f"{_nothing_read(path, info, diagnostics, roots)}; "
-                                       f"{book} unchanged")
+                    reason = _nothing_read(path, info, diagnostics, roots)
+                    text = f"{path}: nothing imported: {reason}; {book} unchanged"
+                    if info["format"] == "apery":  # it says which setting could help
+                        raise SettingsError("apery_roots", text)
+                    raise BookgenError(text)
                 summary.files.append(info)
             summary.positions_read, summary.moves_read = writer.positions, writer.moves
             summary.skipped = dict(diagnostics.skipped)
             summary.problems = len(diagnostics)
             if strict and len(diagnostics):
-                raise BookgenError(
-                    f"{len(diagnostics)} invalid entries (first: {diagnostics.problems[0]}); "
-                    f"--strict: nothing imported, {book} unchanged")
+                raise SettingsError(
+                    "strict", f"{len(diagnostics)} invalid entries (first: "
+                    f"{diagnostics.problems[0]}); {SettingsError.FIELD}: nothing imported, "
+                    f"{book} unchanged")
             added = writer.finish()
             summary.positions_added, summary.moves_added, summary.moves_updated = added
             summary.run_id = run_id
@@ -135,7 +171,7 @@ def _read_file(path: Path, file_format: str, writer: BulkWriter, diagnostics: Di
 
 
 def _nothing_read(path: Path, info: dict[str, Any], diagnostics: Diagnostics,
-                  roots: str | Path | None) -> str:
+                  roots: Roots) -> str:
     """What was read from a non-empty file that gave no position, and why."""
     problems = [p for p in diagnostics.problems if p.source == str(path)]
     first = ""
@@ -143,10 +179,11 @@ def _nothing_read(path: Path, info: dict[str, Any], diagnostics: Diagnostics,
         line = f"line {problems[0].line}: " if problems[0].line is not None else ""
         first = f" (first: {line}{problems[0].reason})"
     if info["format"] == "apery":
-        reached = "the initial position" + (f" or the positions of {roots}" if roots else "")
+        reached = "the initial position" + (f" or the positions of {roots.label}"
+                                            if roots.lines else "")
         return (f"{info['records']} Apery records under {info['keys']} keys, none reached "
                 f"from {reached}{first}: not an Apery book, or one of positions that "
-                "are not reached from there (give --roots)")
+                f"are not reached from there (give {SettingsError.FIELD})")
     lines = sfen_lines = 0
     for _number, line in iter_lines(path):
         lines += 1

@@ -11,6 +11,7 @@ they are not copied (rerun ``refine minimax`` on the merged book).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,25 @@ from bookgen.store.bulk import attach_source, merge_attached
 MAX_SOURCES = 9  # SQLite attaches at most 10 databases, the output included
 
 
+@dataclass(frozen=True)
+class MergeSummary:
+    """What a merge wrote (rows added and changed in ``book``) and the book after it."""
+
+    positions_added: int
+    moves_added: int
+    moves_updated: int
+    book: str
+    positions: int
+    moves: int
+    run_id: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` output, in the order of the fields."""
+        return asdict(self)
+
+
 def merge_books(out: str | Path, sources: Sequence[str | Path], *,
-                wait: bool = False) -> dict[str, Any]:
+                wait: bool = False) -> MergeSummary:
     """Merge ``sources`` into ``out`` (created if missing); returns the counts.
     ``wait``: wait for another process writing ``out`` instead of failing."""
     if not sources:
@@ -39,7 +57,7 @@ def merge_books(out: str | Path, sources: Sequence[str | Path], *,
     try:
         for number, source in enumerate(sources):
             attach_source(store, source, f"src{number}")
-        totals: dict[str, Any] = {"positions_added": 0, "moves_added": 0, "moves_updated": 0}
+        totals = {"positions_added": 0, "moves_added": 0, "moves_updated": 0}
         with store.transaction():
             run_id = store.begin_run("merge", {"sources": [str(s) for s in sources]})
             for number in range(len(sources)):
@@ -49,8 +67,7 @@ def merge_books(out: str | Path, sources: Sequence[str | Path], *,
             store.end_run(run_id, positions_added=totals["positions_added"],
                           moves_added=totals["moves_added"],
                           moves_updated=totals["moves_updated"], counts={"sources": len(sources)})
-        totals.update(book=str(out), positions=store.count_positions(),
-                      moves=store.count_moves(), run_id=run_id)
-        return totals
+        return MergeSummary(**totals, book=str(out), positions=store.count_positions(),
+                            moves=store.count_moves(), run_id=run_id)
     finally:
         store.discard_if_unused()

@@ -6,6 +6,7 @@ and :mod:`bookgen.selfplay.train`, imported (with torch) only when a command run
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -260,7 +261,7 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
     the current batch and saves the model trained so far.
     """
     require_extra("torch", "nn", "train")
-    from bookgen.selfplay.train import train
+    from bookgen.selfplay.train import TrainSettings, train
 
     files = list(data) + list(more_data)
     if not files:
@@ -270,10 +271,13 @@ def train_command(more_data: tuple[str, ...], data: tuple[str, ...], output: str
         if not as_json:
             click.echo(line, err=True)
 
-    summary = train(files, output, init=init, epochs=epochs, batch_size=batch_size, lr=lr,
-                    optimizer=optimizer, weight_decay=weight_decay, alpha=alpha,
-                    val_split=val_split, eval_on=eval_on, blocks=blocks, channels=channels,
-                    seed=seed, threads=threads, force=force, log=log)
+    settings = TrainSettings(
+        init=Path(init) if init is not None else None, blocks=blocks, channels=channels,
+        epochs=epochs, batch_size=batch_size, learning_rate=lr, optimizer=optimizer,
+        weight_decay=weight_decay, result_share_of_value_target=alpha,
+        validation_share=val_split, eval_on=tuple(Path(p) for p in eval_on), threads=threads,
+        seed=seed, replace_output=force)
+    summary = train(files, output, settings, log=log)
     if as_json:
         echo_json(no_nan(summary.as_dict()))
         exit_if_interrupted(summary.interrupted, f"the model trained so far is in {output}")

@@ -118,18 +118,35 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     lose only the expansions in flight, and running the command again
     continues from the book as it is. Each run is recorded in the runs table.
     """
-    from bookgen.grow import grow
+    from bookgen.engines.factory import default_batch_size
+    from bookgen.engines.mcts import MctsSettings
+    from bookgen.formats.positions import Roots
+    from bookgen.grow import (
+        BookMoveRule,
+        EvaluatorSettings,
+        GrowBudget,
+        GrowSettings,
+        WalkSettings,
+        grow,
+    )
+    from bookgen.values import DrawValues
 
     options = _evaluator_options(evaluator, engine_options, nodes, byoyomi, movetime, multipv,
                                  depth, batch_size, engine_timeout)
-    summary = grow(book, evaluator=evaluator, evaluator_options=options, strategy=strategy,
-                   playouts=playouts, batch_size=batch_size, trials=trials,
-                   positions=positions, seconds=seconds, color=color, roots=roots,
-                   max_ply=max_ply, eval_threshold=eval_threshold, temperature=temperature,
-                   draw_value_black=draw_value_black / 1000,
-                   draw_value_white=draw_value_white / 1000,
-                   visit_threshold=visit_threshold, cutoff=cutoff, min_visits=min_visits,
-                   workers=workers, seed=seed, wait=wait)
+    settings = GrowSettings(
+        evaluator=EvaluatorSettings(evaluator, options), strategy=strategy,
+        budget=GrowBudget(trials=trials, positions=positions, seconds_s=seconds),
+        roots=Roots.read(roots) if roots else Roots(),
+        walk=WalkSettings(max_ply=max_ply, eval_threshold_cp=eval_threshold,
+                          opponent_temperature=temperature, color=color),
+        mcts=MctsSettings(playouts=playouts,
+                          batch_size=(batch_size if batch_size is not None
+                                      else default_batch_size(evaluator)),
+                          draws=DrawValues(draw_value_black, draw_value_white)),
+        book_moves=BookMoveRule(visit_share_threshold=visit_threshold, win_rate_cutoff=cutoff,
+                                min_visits=min_visits),
+        workers=workers, seed=seed)
+    summary = grow(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())
     else:

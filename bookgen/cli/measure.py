@@ -429,29 +429,33 @@ def rate_command(results: tuple[str, ...], white_advantage: bool, draw_rate: boo
                            f"(players: {', '.join(known[:20])}"
                            f"{', ...' if len(known) > 20 else ''})")
 
+    from bookgen.analysis.ratings import Anchor
+
+    fixed = Anchor(anchor, anchor_rating or 0.0) if anchor is not None else None
     table: Any
     if model == "bayeselo":
         from bookgen.analysis.bayeselo import (
             DEFAULT_ADVANTAGE,
             DEFAULT_DRAW_ELO,
             DEFAULT_PRIOR,
+            BayesEloSettings,
             fit_bayeselo,
         )
 
-        table = fit_bayeselo(
-            games, advantage=None if white_advantage else DEFAULT_ADVANTAGE,
+        table = fit_bayeselo(games, BayesEloSettings(
+            advantage_elo=None if white_advantage else DEFAULT_ADVANTAGE,
             draw_elo=None if draw_rate else DEFAULT_DRAW_ELO,
-            prior=DEFAULT_PRIOR if prior is None else prior, confidence=confidence,
-            average=average or 0.0, anchor=anchor, anchor_rating=anchor_rating or 0.0)
+            prior_draws=DEFAULT_PRIOR if prior is None else prior,
+            confidence_percent=confidence, average=average or 0.0, anchor=fixed))
         ratings = {p.name: p.rating for p in table.players}
     else:
-        from bookgen.analysis.ratings import DEFAULT_SCALE, fit_ratings
+        from bookgen.analysis.ratings import DEFAULT_SCALE, RatingSettings, fit_ratings
 
-        table = fit_ratings(
-            games, white_advantage=white_advantage, draw_rate=draw_rate,
-            simulations=simulations, average=average or 0.0, anchor=anchor,
-            anchor_rating=anchor_rating or 0.0,
-            scale=DEFAULT_SCALE if scale is None else scale, confidence=confidence, seed=seed)
+        table = fit_ratings(games, RatingSettings(
+            fit_white_advantage=white_advantage, fit_draw_rate=draw_rate,
+            simulations=simulations, average=average or 0.0, anchor=fixed,
+            scale=DEFAULT_SCALE if scale is None else scale, confidence_percent=confidence,
+            seed=seed))
         ratings = table
 
     rows = None
@@ -602,7 +606,14 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
       bookgen report match.sqlite -o r.html --sprt new,base,0,2
     """
     require_extra("matplotlib", "report", "report")
-    from bookgen.analysis.report import build_report, report_summary, write_html, write_markdown
+    from bookgen.analysis.ratings import RatingSettings
+    from bookgen.analysis.report import (
+        ReportSettings,
+        build_report,
+        report_summary,
+        write_html,
+        write_markdown,
+    )
     from bookgen.files import check_output
 
     if simulations == 1:
@@ -614,9 +625,10 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
             check_output(path, inputs)
     if markdown is not None and Path(markdown).resolve() == Path(output).resolve():
         raise BookgenError("--markdown and -o name the same file")
-    report = build_report(results, book=book, sprt_tests=sprt_tests,
-                          white_advantage=white_advantage, draw_rate=draw_rate,
-                          simulations=simulations, seed=seed, title=title)
+    rating = RatingSettings(fit_white_advantage=white_advantage, fit_draw_rate=draw_rate,
+                            simulations=simulations, seed=seed)
+    report = build_report(ReportSettings(results, book=book, sprt_tests=tuple(sprt_tests),
+                                         rating=rating, title=title))
     write_html(report, output)
     if markdown is not None:
         write_markdown(report, markdown)

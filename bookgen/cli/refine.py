@@ -3,12 +3,14 @@
 Thin click layers over :func:`bookgen.refine.minimax.refine_minimax`,
 :func:`bookgen.refine.book_search.search` and :func:`bookgen.refine.mistakes.mistakes`;
 the work is imported only when a command runs. :data:`refine_group` holds
-the three commands, added below.
+the three commands, added below. :func:`grow_extender` is how ``refine
+mistakes --iterate`` grows the book: refine does not import the grow stage.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,7 +32,32 @@ from bookgen.cli.options import (
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, json_text, reports_errors
 
+if TYPE_CHECKING:
+    from bookgen.formats.positions import Roots
+    from bookgen.grow import GrowSummary
+    from bookgen.refine.minimax import MinimaxSummary
+
 _SELECTIONS = ("all", "leaves", "principal", "visits")
+
+
+def grow_extender(book: Path, *, evaluator: str, evaluator_options: dict[str, Any] | None,
+                  roots: Roots, positions: int, playouts: int, batch_size: int | None,
+                  eval_threshold: int, seed: int, progress: bool) -> GrowSummary:
+    """A :class:`bookgen.refine.mistakes.Extender`: one :func:`bookgen.grow.grow` run
+    from ``roots`` with grow's defaults for everything else."""
+    from bookgen.engines.factory import default_batch_size
+    from bookgen.engines.mcts import MctsSettings
+    from bookgen.grow import EvaluatorSettings, GrowBudget, GrowSettings, WalkSettings, grow
+
+    settings = GrowSettings(
+        evaluator=EvaluatorSettings(evaluator, evaluator_options or {}),
+        budget=GrowBudget(positions=positions), roots=roots,
+        walk=WalkSettings(eval_threshold_cp=eval_threshold),
+        mcts=MctsSettings(playouts=playouts,
+                          batch_size=(batch_size if batch_size is not None
+                                      else default_batch_size(evaluator))),
+        seed=seed)
+    return grow(book, settings, progress=progress)
 
 
 @click.group("refine")
@@ -39,17 +66,17 @@ def refine_group() -> None:
     book positions, and mining the positions where the evaluator was wrong."""
 
 
-def format_summary(summary: dict[str, Any]) -> str:
+def format_summary(summary: MinimaxSummary) -> str:
     """One line: what the minimax run did and how long it took."""
-    seconds = summary["seconds"]
-    cycles = (f"{summary['cycle_components']} cycle components with "
-              f"{summary['positions_in_cycles']} positions")
-    return (f"{summary['book']}: run {summary['run_id']}: {summary['method']} minimax over "
-            f"{summary['positions']} positions, {summary['edges']} edges "
-            f"({summary['transposition_edges']} transpositions, "
-            f"{summary['transposition_rows_added']} new), {summary['leaf_moves']} leaf moves, "
-            f"{cycles}; {seconds['total']:.1f} s (graph {seconds['graph']:.1f}, "
-            f"propagation {seconds['propagate']:.1f}, write {seconds['write']:.1f})")
+    counts, seconds = summary.counts, summary.seconds
+    cycles = (f"{counts['cycle_components']} cycle components with "
+              f"{counts['positions_in_cycles']} positions")
+    return (f"{summary.book}: run {summary.run_id}: {summary.settings.method} minimax over "
+            f"{counts['positions']} positions, {counts['edges']} edges "
+            f"({counts['transposition_edges']} transpositions, "
+            f"{counts['transposition_rows_added']} new), {counts['leaf_moves']} leaf moves, "
+            f"{cycles}; {seconds.total:.1f} s (graph {seconds.graph:.1f}, "
+            f"propagation {seconds.propagate:.1f}, write {seconds.write:.1f})")
 
 
 @click.command("minimax")
@@ -81,13 +108,14 @@ def minimax_command(book: str, draw_value_black: int, draw_value_white: int, met
     moves with count 0 and no value, for 'bookgen export --values minimax'.
     Everything is written in one transaction with its runs row.
     """
-    from bookgen.refine.minimax import refine_minimax
+    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+    from bookgen.values import DrawValues
 
-    summary = refine_minimax(book, draw_value_black=draw_value_black,
-                             draw_value_white=draw_value_white, method=method, workers=workers,
-                             wait=wait)
+    settings = MinimaxSettings(method=method, draws=DrawValues(draw_value_black, draw_value_white),
+                               scan_workers=workers)
+    summary = refine_minimax(book, settings, wait=wait)
     if as_json:
-        echo_json(summary)
+        echo_json(summary.as_dict())
     else:
         click.echo(format_summary(summary))
 
@@ -198,10 +226,7 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
     from bookgen.files import atomic_write
     from bookgen.refine.mistakes import Extender, mistakes, position_line
 
-    extender: Extender | None = None
-    if iterate:  # the grow stage extends the book; refine does not import it
-        from bookgen.grow import grow
-        extender = grow
+    extender: Extender | None = grow_extender if iterate else None
     summary = mistakes(book, engine=engine, analysis_run=analysis_run, threshold=threshold,
                        opp_threshold=opp_threshold, diff=diff, iterate=iterate,
                        max_iterations=max_iterations, evaluator=evaluator, playouts=playouts,

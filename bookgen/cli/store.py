@@ -46,11 +46,14 @@ def import_command(sources: tuple[str, ...], book: str, fmt: str, strict: bool,
     position (and --roots) over all legal moves, and records never reached
     are reported.
     """
-    from bookgen.bookfiles.importer import import_books
+    from bookgen.bookfiles.importer import ImportSettings, import_books
     from bookgen.diagnostics import Diagnostics
+    from bookgen.formats.positions import Roots
 
-    summary = import_books(sources, book, fmt=fmt, strict=strict, roots=roots,
-                           max_gap=max_gap, diagnostics=Diagnostics(), wait=wait)
+    settings = ImportSettings(format=fmt, strict=strict,
+                              apery_roots=Roots.read(roots) if roots is not None else Roots(),
+                              apery_max_gap_plies=max_gap)
+    summary = import_books(book, sources, settings, diagnostics=Diagnostics(), wait=wait)
     if as_json:
         echo_json(summary.as_dict())
         return
@@ -104,19 +107,21 @@ def export_command(output: str, book: str, fmt: str, temperature: float, values:
     so that engines play the intended move. --values raw leaves out the moves
     refine added and writes exactly what it wrote before the refine.
     """
-    from bookgen.bookfiles.exporter import export_book
+    from bookgen.bookfiles.exporter import ExportSettings, export_book
     from bookgen.diagnostics import Diagnostics
+    from bookgen.store import ValueColumn
 
-    result = export_book(output, book, fmt=fmt, values=values, noe=noe,
-                         diagnostics=Diagnostics(), temperature=temperature)
+    settings = ExportSettings(format=fmt, values=ValueColumn(values), db2016_noe=noe,
+                              hcpe_policy_temperature=temperature)
+    result = export_book(book, output, settings, diagnostics=Diagnostics())
     if as_json:
-        echo_json(result)
+        echo_json(result.as_dict())
     elif fmt in ("db2016", "policy", "hcpe"):
-        click.echo(f"{output}: {result['positions']} positions, {result['moves']} moves")
+        click.echo(f"{output}: {result.positions} positions, {result.moves} moves")
     else:
-        click.echo(f"{output}: {result['records']} records for {result['positions']} "
-                   f"positions ({result['key_collisions']} key collisions, "
-                   f"{result['counts_scaled']} positions with scaled counts)")
+        click.echo(f"{output}: {result.records} records for {result.positions} "
+                   f"positions ({result.key_collisions} key collisions, "
+                   f"{result.counts_scaled} positions with scaled counts)")
 
 
 @click.command("stats")
@@ -152,11 +157,11 @@ def show_command(position: tuple[str, ...], book: str, svg: str | None, as_json:
     """
     from bookgen.bookfiles.show import format_position, lookup_position
 
-    info = lookup_position(" ".join(position) or "startpos", book, svg=svg)
+    view = lookup_position(book, " ".join(position) or "startpos", svg=svg)
     if as_json:
-        echo_json(info)
+        echo_json(view.as_dict())
     else:
-        click.echo(format_position(info))
+        click.echo(format_position(view))
     if svg is not None:
         click.echo(f"{svg}: board written", err=as_json)
 
@@ -178,8 +183,8 @@ def merge_command(books: tuple[str, ...], output: str, as_json: bool, wait: bool
 
     result = merge_books(output, books, wait=wait)
     if as_json:
-        echo_json(result)
+        echo_json(result.as_dict())
     else:
-        click.echo(f"{output}: +{result['positions_added']} positions, +{result['moves_added']} "
-                   f"moves, {result['moves_updated']} moves updated; now "
-                   f"{result['positions']} positions, {result['moves']} moves")
+        click.echo(f"{output}: +{result.positions_added} positions, +{result.moves_added} "
+                   f"moves, {result.moves_updated} moves updated; now "
+                   f"{result.positions} positions, {result.moves} moves")

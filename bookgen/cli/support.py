@@ -1,4 +1,5 @@
-"""What every command module shares: the error wrapper, the exit codes and JSON output.
+"""What every command module shares: the error wrapper, the exit codes, the names of
+settings fields as flags, and JSON output.
 
 Command modules import it (and :mod:`bookgen.cli.options`); it imports no
 command module, so registration stays in :mod:`bookgen.cli` alone.
@@ -15,13 +16,51 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.startup import INTERRUPTED_EXIT, command_started, interrupted
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 ERROR_EXIT = 2
+
+# Settings fields whose flag is not ``--`` and the field's last part with dashes.
+FIELD_FLAGS = {
+    "draws.black": "--draw-value-black",
+    "draws.white": "--draw-value-white",
+    "budget.seconds_s": "--time",
+    "walk.eval_threshold_cp": "--eval-threshold",
+    "walk.opponent_temperature": "--temperature",
+    "book_moves.visit_share_threshold": "--visit-threshold",
+    "book_moves.win_rate_cutoff": "--cutoff",
+    "scan_workers": "--workers",
+    "apery_roots": "--roots",
+    "apery_max_gap_plies": "--max-gap",
+    "parser_workers": "--workers",
+    "hcpe_policy_temperature": "--temperature",
+    "db2016_noe": "--noe",
+    "learning_rate": "--lr",
+    "result_share_of_value_target": "--alpha",
+    "validation_share": "--val-split",
+    "replace_output": "--force",
+    "confidence_percent": "--confidence",
+    "prior_draws": "--prior",
+    "fit_white_advantage": "--white-advantage",
+    "fit_draw_rate": "--draw-rate",
+}
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a settings field (:class:`bookgen.errors.SettingsError`):
+    ``"draws.black"`` is ``--draw-value-black``, ``"mcts.batch_size"`` ``--batch-size``."""
+    return FIELD_FLAGS.get(field) or "--" + field.rpartition(".")[2].replace("_", "-")
+
+
+def error_text(error: BookgenError) -> str:
+    """A library error as the command line says it: settings errors name the flag."""
+    if isinstance(error, SettingsError):
+        return error.naming(flag_of(error.field))
+    return str(error)
 
 
 def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
@@ -41,7 +80,7 @@ def reports_errors(function: Callable[P, R]) -> Callable[P, R]:
         try:
             return function(*args, **kwargs)
         except BookgenError as error:
-            click.echo(f"bookgen: error: {error}", err=True)
+            click.echo(f"bookgen: error: {error_text(error)}", err=True)
             sys.exit(ERROR_EXIT)
         except KeyboardInterrupt:
             click.echo("bookgen: interrupted", err=True)

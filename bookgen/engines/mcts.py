@@ -19,26 +19,31 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cshogi
 
 from bookgen.engines.protocols import Evaluation, Evaluator
-from bookgen.values import value_to_cp
+from bookgen.errors import SettingsError
+from bookgen.values import DrawValues, value_to_cp
 
 C_BASE = 19652.0
 C_INIT = 1.25
 
 
-@dataclass
+@dataclass(frozen=True)
 class MctsSettings:
     playouts: int = 200
     batch_size: int = 1
     c_base: float = C_BASE
     c_init: float = C_INIT
-    draw_value_black: float = 0.5   # win probability a repetition is worth to black
-    draw_value_white: float = 0.5
+    draws: DrawValues = field(default_factory=DrawValues)  # what a repetition is worth
     early_stop: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("playouts", "batch_size"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"mcts.{name}", "must be at least 1")
 
 
 @dataclass
@@ -119,8 +124,7 @@ def _terminal_value(board: cshogi.Board, settings: MctsSettings) -> float | None
     """Value for the side to move if the game is decided here, else None."""
     draw = board.is_draw()
     if draw == cshogi.REPETITION_DRAW:
-        return settings.draw_value_black if board.turn == cshogi.BLACK else \
-            settings.draw_value_white
+        return settings.draws.probability(board.turn)
     if draw in (cshogi.REPETITION_WIN, cshogi.REPETITION_SUPERIOR):
         return 1.0
     if draw in (cshogi.REPETITION_LOSE, cshogi.REPETITION_INFERIOR):

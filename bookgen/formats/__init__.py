@@ -21,7 +21,7 @@ from pathlib import Path
 import cshogi
 import numpy as np
 
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats.db2016 import sniff_encoding
 from bookgen.formats.move16 import is_move16
 
@@ -100,33 +100,38 @@ def _apery_doubt(head: bytes, size: int, text: bool) -> str | None:
     return None
 
 
+_FIELD = SettingsError.FIELD  # where a message names the format setting (CLI: --format)
+
+
 def detect_format(path: Path, given: str = "auto") -> str:
     """A book file's format, from its content.
 
     Text with a ``#`` or ``//`` comment first or an ``sfen`` line (UTF-8,
     UTF-16 or CP932) is DB2016; binary 16-byte records sorted by key whose
     moves are moves are Apery; anything else is refused. A ``given`` format
-    (not ``auto``) is taken unless the content is clearly the other one.
+    (not ``auto``) is taken unless the content is clearly the other one. A file
+    that is neither, or not the format given, is a
+    :class:`bookgen.errors.SettingsError` of the field ``format``.
     """
     content = examine(path)
     if given == "db2016":
         if content.text is None:
             kind = "an Apery book" if content.apery is None else "binary data"
-            raise BookgenError(f"{path}: --format db2016, but the file is not text (it looks "
-                               f"like {kind})")
+            raise SettingsError("format", f"{path}: {_FIELD} db2016, but the file is not text "
+                                          f"(it looks like {kind})")
         return given
     if given == "apery":
         if content.db2016:
-            raise BookgenError(f"{path}: --format apery, but the file is a DB2016 text book "
-                               f"({content.encoding})")
+            raise SettingsError("format", f"{path}: {_FIELD} apery, but the file is a DB2016 "
+                                          f"text book ({content.encoding})")
         return given
     if path.stat().st_size == 0:
-        raise BookgenError(f"{path}: empty file, format unknown (use --format)")
+        raise SettingsError("format", f"{path}: empty file, format unknown (use {_FIELD})")
     if content.db2016:
         return "db2016"
     if content.apery is None:
         return "apery"
     text = ("text, but without a '#' comment first or an 'sfen ' line"
             if content.text is not None else "not text")
-    raise BookgenError(f"{path}: neither a DB2016 text book ({text}) nor an Apery book "
-                       f"({content.apery}); use --format to force one")
+    raise SettingsError("format", f"{path}: neither a DB2016 text book ({text}) nor an Apery "
+                                  f"book ({content.apery}); use {_FIELD} to force one")

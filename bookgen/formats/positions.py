@@ -2,8 +2,8 @@
 
 - Position lines (grow's and import's roots, match openings, self-play
   starts): one ``startpos moves ...``, ``sfen ...`` or bare sfen per line,
-  read by :func:`read_position_lines`, :func:`read_roots` and
-  :func:`read_openings`;
+  read by :func:`read_position_lines`, :meth:`Roots.read` and
+  :func:`read_openings`; :class:`Roots` holds root positions as such lines;
 - self-play starts (:func:`read_starts`): position lines, or a ``.hcp`` file of
   ``cshogi.HuffmanCodedPos`` records (dlshogi's ``roots.hcp``), each checked
   by :func:`bookgen.formats.hcp.read_hcp`;
@@ -13,17 +13,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import cshogi
 import numpy as np
 
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats.hcp import read_hcp
 from bookgen.position import InvalidMove, InvalidPosition, parse_position_spec
 
-__all__ = ["POSITION_RECORDS", "encode_positions", "read_openings", "read_position_lines",
-           "read_roots", "read_starts"]
+__all__ = ["POSITION_RECORDS", "Roots", "encode_positions", "read_openings",
+           "read_position_lines", "read_starts"]
 
 HCP = cshogi.HuffmanCodedPos
 # The raw position records bookgen writes, by format name.
@@ -53,21 +54,51 @@ def read_position_lines(path: str | Path, what: str = "root positions"
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        try:
-            board, _moves = parse_position_spec(line)
-        except (InvalidPosition, InvalidMove) as error:
-            raise BookgenError(f"{path}:{number}: bad position: {error}") from None
-        if not any(True for _ in board.legal_moves):
-            raise BookgenError(f"{path}:{number}: the side to move has no legal move")
-        entries.append((line, board))
+        entries.append((line, _position(line, f"{path}:{number}")))
     if not entries:
         raise BookgenError(f"{path}: no {what}")
     return entries
 
 
-def read_roots(path: str | Path) -> list[cshogi.Board]:
-    """The positions of a roots file (see :func:`read_position_lines`)."""
-    return [board for _line, board in read_position_lines(path)]
+def _position(line: str, where: str) -> cshogi.Board:
+    """The board of a position line; ``where`` starts the message of a bad one."""
+    try:
+        board, _moves = parse_position_spec(line)
+    except (InvalidPosition, InvalidMove) as error:
+        raise BookgenError(f"{where}: bad position: {error}") from None
+    if not any(True for _ in board.legal_moves):
+        raise BookgenError(f"{where}: the side to move has no legal move")
+    return board
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Root positions, as position lines (``startpos moves ...``, ``sfen ...``), and
+    the label a run records for them (``runs.params.roots``: the file they were
+    read from, or what made them). No lines: no roots given (grow then starts
+    from the initial position). Every line is checked when the roots are made."""
+
+    lines: tuple[str, ...] = ()
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lines, str):
+            raise SettingsError("roots.lines", "must be a sequence of position lines, not a "
+                                "string")
+        object.__setattr__(self, "lines", tuple(self.lines))
+        if self.lines and not self.label:
+            raise SettingsError("roots.label", "must name where the roots come from")
+        for number, line in enumerate(self.lines, 1):
+            _position(line, f"{self.label}:{number}")
+
+    @classmethod
+    def read(cls, path: str | Path) -> Roots:
+        """The roots of a file (see :func:`read_position_lines`), labelled with its path."""
+        return cls(tuple(line for line, _board in read_position_lines(path)), str(path))
+
+    def boards(self) -> list[cshogi.Board]:
+        """A fresh board for each root."""
+        return [parse_position_spec(line)[0] for line in self.lines]
 
 
 def read_openings(path: str | Path) -> list[str]:
@@ -88,7 +119,7 @@ def read_starts(path: str | Path) -> np.ndarray:
     """
     path = Path(path)
     if path.suffix.lower() != ".hcp":
-        boards = read_roots(path)
+        boards = [board for _line, board in read_position_lines(path)]
         records = np.zeros(len(boards), HCP)
         for i, board in enumerate(boards):
             board.to_hcp(records[i]["hcp"])

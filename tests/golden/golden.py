@@ -44,9 +44,7 @@ Fixed in the environment of every command (``command_env``):
 
 Normalised in the outputs (``normalise_*``):
 - Every text output: the absolute paths of the scratch directory and of the
-  tree become <work> and <tree>; the
-  temporary roots file of the grow runs that 'refine mistakes --iterate'
-  starts (tempfile, random name) becomes <temp roots>; ISO-8601 timestamps
+  tree become <work> and <tree>; ISO-8601 timestamps
   (2024-01-02T03:04:05+00:00) become <time>; the program name click prints
   ('python -m bookgen.cli', a script path) becomes 'bookgen'.
 - JSON (stdout of --json, JSON files, JSON in SQLite columns): keys for
@@ -117,7 +115,6 @@ class GoldenError(Exception):
 # normalisation
 
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
-_TEMP_ROOTS = re.compile(r"[^\s\"']*bookgen-mistakes-[^\s\"'/]*\.roots")
 _PROG = re.compile(r"python3? -m bookgen(?:\.cli)?\b")
 _GENERATED = re.compile(r"(generated <time> by bookgen) [^\s<]+?(\.?)(?=[\s<]|$)", re.M)
 _VOLATILE_KEYS = {"seconds", "peak_memory_mb", "overhead_per_game", "pid"}
@@ -133,7 +130,6 @@ class Paths:
     tmp: str = tempfile.gettempdir()
 
     def replace(self, text: str) -> str:
-        text = _TEMP_ROOTS.sub("<temp roots>", text)
         for path, name in sorted(((self.work, "<work>"), (self.tree, "<tree>")),
                                  key=lambda p: -len(p[0])):
             text = text.replace(path + os.sep, name + "/").replace(path, name)
