@@ -34,10 +34,10 @@ from bookgen.store.own_moves import (
     value_sql,
 )
 
-__all__ = ["MoveRow", "begin", "best_values_by_turn", "commit", "count_moves",
+__all__ = ["MoveRow", "begin", "commit", "count_moves",
            "count_positions", "count_runs", "data_version", "has_move", "ids_and_sfens_by_sfen",
            "ids_by_sfen", "iter_moves", "minimax_graph_moves", "minimax_graph_positions",
-           "minimax_rows", "mistake_counts", "moves_by_run", "plies_of_positions_with_moves",
+           "minimax_rows", "mistake_counts", "moves_by_run",
            "position_id", "position_moves", "positions_by_created_run", "positions_with_moves",
            "refined", "runs_table", "set_cache_size", "sfen_move_values", "sfens_of",
            "table_names", "unrefined_move_count"]
@@ -75,31 +75,6 @@ def unrefined_move_count(conn: sqlite3.Connection) -> int:
     """The number of ``moves`` rows without a minimax value."""
     return int(conn.execute(
         "SELECT count(*) FROM moves WHERE minimax_value IS NULL").fetchone()[0])
-
-
-# -- distributions --------------------------------------------------------------------
-
-
-def plies_of_positions_with_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN
-                                  ) -> list[int | None]:
-    """The ply of every position with moves (``rows``), in id order (None: unknown).
-
-    Book positions are those with moves; grown books also hold rows for
-    children not expanded yet (the frontier), which are left out."""
-    where = f" m WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
-    return [row[0] for row in conn.execute(
-        f"SELECT ply FROM positions WHERE id IN (SELECT position_id FROM moves{where})")]
-
-
-def best_values_by_turn(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
-                        rows: MoveRows = MoveRows.OWN) -> list[tuple[int, int | None]]:
-    """(side to move, best move value) of every position with moves (``rows``), in
-    the order SQLite groups them (by position id); the value is None when no move
-    has one."""
-    where = f"WHERE {own_rows_sql()} " if rows == MoveRows.OWN else ""
-    return conn.execute(
-        f"SELECT p.turn, max({value_sql(values)}) FROM moves m "
-        f"JOIN positions p ON p.id = m.position_id {where}GROUP BY m.position_id").fetchall()
 
 
 # -- runs -----------------------------------------------------------------------------
