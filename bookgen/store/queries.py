@@ -34,13 +34,13 @@ from bookgen.store.own_moves import (
     value_sql,
 )
 
-__all__ = ["MoveRow", "begin", "commit", "count_moves",
-           "count_positions", "count_runs", "data_version", "has_move", "ids_and_sfens_by_sfen",
-           "ids_by_sfen", "iter_moves", "minimax_graph_moves", "minimax_graph_positions",
-           "minimax_rows", "mistake_counts", "moves_by_run",
-           "position_id", "position_moves", "positions_by_created_run", "positions_with_moves",
-           "refined", "runs_table", "set_cache_size", "sfen_move_values", "sfens_of",
-           "table_names", "unrefined_move_count"]
+__all__ = ["MoveRow", "begin", "commit", "count_moves", "count_positions", "count_runs",
+           "data_version", "has_move", "ids_and_sfens_by_sfen", "ids_by_sfen",
+           "iter_moves", "minimax_graph_moves", "minimax_graph_positions",
+           "minimax_rows", "mistake_counts", "moves_by_run", "position_id",
+           "position_moves", "positions_by_created_run", "positions_with_moves",
+           "refined", "runs_table", "set_cache_size", "sfens_of", "table_names",
+           "unrefined_move_count"]
 
 
 # -- counts ---------------------------------------------------------------------------
@@ -145,15 +145,6 @@ def iter_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN) -> Itera
     where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
     yield from conn.execute(
         f"SELECT position_id, move, value, count, child_id, depth, ponder FROM moves m{where}")
-
-
-def sfen_move_values(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
-                     rows: MoveRows = MoveRows.OWN) -> Iterator[tuple[str, str, int | None]]:
-    """(sfen, move, value) of every move (``rows``), in the table's order."""
-    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
-    yield from conn.execute(
-        f"SELECT p.sfen, m.move, {value_sql(values)} FROM moves m JOIN positions p "
-        f"ON p.id = m.position_id{where}")
 
 
 def minimax_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int | None, int, str,
