@@ -13,6 +13,7 @@ import pandas as pd
 
 from bookgen.analysis import plots
 from bookgen.analysis.document import Heading, Image, Paragraph, Section, Table, plural
+from bookgen.bookfiles.stats import read_distributions
 from bookgen.errors import BookgenError
 from bookgen.store import MoveRows, open_book_snapshot, queries
 
@@ -53,22 +54,16 @@ def read_book(path: str | Path) -> BookSummary:
             run["moves_written"] = int(written.pop(run["id"], 0))
         # Rows of no run (or of a run row that is gone) count from the start.
         unattributed = (sum(created.values()), sum(written.values()))
-        positions = queries.count_positions(conn)
-        moves = queries.count_moves(conn, MoveRows.OWN)
-        with_moves = queries.positions_with_moves(conn, MoveRows.OWN)
-        plies = [int(ply) for ply in queries.plies_of_positions_with_moves(conn, MoveRows.OWN)
-                 if ply is not None]
-        values: dict[str, list[int]] = {"black to move": [], "white to move": []}
-        for turn, best in queries.best_values_by_turn(conn, rows=MoveRows.OWN):
-            if best is not None:
-                values["black to move" if turn == 0 else "white to move"].append(int(best))
+        found = read_distributions(conn)
         mistakes = [dict(zip(("run_id", "iteration", "started_at", "kind", "count"), row))
                     for row in queries.mistake_counts(conn)]
     except sqlite3.DatabaseError as error:
         raise BookgenError(f"{path}: cannot read the book ({error})") from None
     finally:
         conn.close()
-    return BookSummary(str(path), positions, with_moves, moves, runs, plies, values, mistakes,
+    black, white = found.values
+    return BookSummary(str(path), found.positions, found.positions_with_moves, found.moves, runs,
+                       found.plies, {"black to move": black, "white to move": white}, mistakes,
                        unattributed)
 
 

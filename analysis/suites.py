@@ -3,7 +3,9 @@
 dlshogi's ``make_gokaku_sfen`` rule: walk the book breadth-first from the
 initial position; keep a position whose best value is within ``max_value``
 of 0, unless following the best moves from it repeats a position within 36
-plies (such lines are not real openings). A ply range (or a list of plies)
+plies (such lines are not real openings). The walk follows the valued own
+moves of the book's :class:`~bookgen.store.index.BookIndex` to their child
+positions. A ply range (or a list of plies)
 restricts the suite to openings or middle games, and ``per_line_cap`` limits
 how many positions may share the same first ``cap_plies`` moves, so one
 opening family cannot dominate. Output: ``startpos moves ...`` lines, readable
@@ -22,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cshogi
+import numpy as np
 
+from bookgen.arrays import NULL
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_write
-from bookgen.position import STARTPOS_SFEN, board_key
-from bookgen.store import DEFAULT_BOOK, Book, MoveRows, ValueColumn, queries
+from bookgen.store import DEFAULT_BOOK, Book, MoveRows, ValueColumn
+from bookgen.store.index import BookIndex, IndexSpec
 
 REPETITION_PLIES = 36
 VALUE_BUCKET = 50
@@ -152,40 +155,36 @@ def write_suite(out: str | Path, kept: list[SuiteLine], *, limit: int | None = N
     return summarize(out, kept)
 
 
-def _load(store: Book, values: str) -> dict[str, list[tuple[int, str]]]:
-    """sfen -> [(value, move)] of the book's own moves with a value."""
-    book: dict[str, list[tuple[int, str]]] = {}
-    for sfen, move, value in queries.sfen_move_values(store.conn, ValueColumn(values),
-                                                      MoveRows.OWN):
-        if value is not None:
-            book.setdefault(sfen, []).append((value, move))
-    return book
+def _best_edges(index: BookIndex) -> np.ndarray:
+    """Each row's best valued move (an edge; -1 for none): the highest value, then the
+    last move by name."""
+    value = index.value_column()
+    edges = np.flatnonzero(value != NULL)
+    source = index.edge_rows()[edges]
+    edges = edges[np.lexsort((index.edge_move[edges], value[edges], source))]
+    source = index.edge_rows()[edges]
+    last = np.ones(len(edges), dtype=bool)
+    last[:-1] = source[1:] != source[:-1]
+    best = np.full(len(index.ids), -1, dtype=np.int64)
+    best[source[last]] = edges[last]
+    return best
 
 
-def _best(entries: list[tuple[int, str]]) -> tuple[int, str]:
-    return max(entries, key=lambda entry: (entry[0], entry[1]))
-
-
-def _repeats_along_best(board: cshogi.Board, book: dict[str, list[tuple[int, str]]]) -> bool:
-    """Whether following best book moves from ``board`` repeats a position
+def _repeats_along_best(row: int, best: np.ndarray, child: np.ndarray) -> bool:
+    """Whether following best book moves from ``row`` repeats a position
     within REPETITION_PLIES plies."""
-    seen = {board_key(board)}
-    pushed = 0
-    try:
-        for _ in range(REPETITION_PLIES):
-            entries = book.get(board_key(board))
-            if not entries:
-                return False
-            board.push_usi(_best(entries)[1])
-            pushed += 1
-            key = board_key(board)
-            if key in seen:
-                return True
-            seen.add(key)
-        return False
-    finally:
-        for _ in range(pushed):
-            board.pop()
+    seen = {row}
+    for _ in range(REPETITION_PLIES):
+        edge = best[row]
+        if edge < 0:
+            return False
+        row = int(child[edge])
+        if row < 0:  # out of the book: the line ends
+            return False
+        if row in seen:
+            return True
+        seen.add(row)
+    return False
 
 
 def make_suite(out: str | Path, book: str | Path = DEFAULT_BOOK, *, max_value: int = 100,
@@ -203,43 +202,44 @@ def make_suite(out: str | Path, book: str | Path = DEFAULT_BOOK, *, max_value: i
         raise BookgenError(f"--values must be raw or minimax, not {values!r}")
     wanted, last_ply = ply_filter(min_ply, max_ply, plies)
     with Book(book, create=False, readonly=True) as store:
-        entries = _load(store, values)
-    if STARTPOS_SFEN not in entries:
+        # The book's own moves (also with minimax values), children by their links.
+        index = BookIndex.load(store, IndexSpec(positions=frozenset(), rows=MoveRows.OWN,
+                                                values=(ValueColumn(values),),
+                                                edges=frozenset()))
+    best = _best_edges(index)
+    if index.start < 0 or best[index.start] < 0:
         raise BookgenError(f"{book}: the initial position has no book moves")
+    value, child = index.value_column(), index.edge_child
     kept: list[SuiteLine] = []
     reached = 0
     rejected = {"outside the plies": 0, f"|value| over {max_value}": 0, "best line repeats": 0}
-    seen = {STARTPOS_SFEN}
-    queue: deque[list[str]] = deque([[]])
-    board = cshogi.Board()
+    # Breadth first from the initial position along the valued book moves (by
+    # move name); each position once, at its first (shortest) line.
+    seen = np.zeros(len(index.ids), dtype=bool)
+    seen[index.start] = True
+    queue: deque[tuple[int, tuple[str, ...]]] = deque([(index.start, ())])
     while queue:
-        line = queue.popleft()
-        board.reset()
-        for move in line:
-            board.push_usi(move)
-        ply = len(line) + 1
-        moves = entries.get(board_key(board))
-        if not moves:
+        row, line = queue.popleft()
+        if best[row] < 0:
             continue
-        best_value = _best(moves)[0]
+        ply = len(line) + 1
+        best_value = int(value[best[row]])
         reached += 1
         if ply not in wanted:
             rejected["outside the plies"] += 1
         elif abs(best_value) > max_value:
             rejected[f"|value| over {max_value}"] += 1
-        elif _repeats_along_best(board, entries):
+        elif _repeats_along_best(row, best, child):
             rejected["best line repeats"] += 1
         else:
-            kept.append(SuiteLine(tuple(line), best_value))
+            kept.append(SuiteLine(line, best_value))
         if ply >= last_ply:
             continue
-        for _value, move in sorted(moves, key=lambda m: m[1]):
-            board.push_usi(move)
-            key = board_key(board)
-            board.pop()
-            if key not in seen:
-                seen.add(key)
-                queue.append(line + [move])
+        for edge in range(int(index.indptr[row]), int(index.indptr[row + 1])):
+            to = int(child[edge])
+            if value[edge] != NULL and to >= 0 and not seen[to]:
+                seen[to] = True
+                queue.append((to, line + (index.move_names[index.edge_move[edge]],)))
     if not kept:
         left_out = ", ".join(f"{count} {rule}" for rule, count in rejected.items() if count)
         raise BookgenError(f"no position qualified, {out} not written: {reached} book "

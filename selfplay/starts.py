@@ -14,12 +14,13 @@ weighted by visits, and written as:
 - ``hcp``: raw 32-byte ``cshogi.HuffmanCodedPos`` records, dlshogi's ``roots.hcp``;
 - ``psfen``: raw 32-byte ``cshogi.PackedSfen`` records (YaneuraOu).
 
-Positions are numpy columns (SQLite aggregates the moves), filtered and
-ordered (by sfen, through the sfen index) without a Python object per
-position; the book is read in one snapshot, sfens in sfen order while the
-output is written. ``startpos moves`` lines are assembled from the shortest-line
-tree in numpy; large books play moves (child links) and encode hcp/psfen
-records on forked worker processes.
+Positions are numpy columns (the book's
+:class:`~bookgen.store.index.BookIndex`: best values and counts over every
+``moves`` row), filtered and ordered (by sfen, through the sfen index)
+without a Python object per position; the book is read in one snapshot,
+sfens in sfen order while the output is written. ``startpos moves`` lines
+are assembled from the shortest-line tree in numpy; large books play moves
+(child links) and encode hcp/psfen records on forked worker processes.
 """
 
 from __future__ import annotations
@@ -30,17 +31,17 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import cshogi
 import numpy as np
 
-from bookgen.arrays import NULL, find_rows
+from bookgen.arrays import NULL
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 from bookgen.formats.positions import POSITION_RECORDS, encode_positions
 from bookgen.store import DEFAULT_BOOK, Book, ValueColumn, queries
-from bookgen.store.columns import sql_int_columns
+from bookgen.store.columns import mistake_position_ids
 from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.workers.forked import fork_map
 
@@ -53,37 +54,33 @@ _WORKERS = min(4, os.cpu_count() or 1)  # processes playing moves / encoding pos
 _PARALLEL_MIN_POSITIONS = 50_000        # fewer: not worth starting them
 
 
-class _Positions:
-    """The positions with moves as columns, in id order (NULL: bookgen.arrays.NULL)."""
+class _Positions(NamedTuple):
+    """The positions with moves as columns, in id order (NULL: bookgen.arrays.NULL):
+    their index rows and ids, best move value and sum of move counts (``total``)
+    over every ``moves`` row, ply, side to move and visits."""
 
-    def __init__(self, store: Book, values: str) -> None:
-        column = "coalesce(minimax_value, value)" if values == "minimax" else "value"
-        self.ids, self.best, self.count = sql_int_columns(
-            store.conn, f"SELECT position_id AS id, max({column}) AS best, "
-                        "coalesce(sum(count), 0) AS total FROM moves GROUP BY position_id",
-            ["id", "best", "total"])
-        if np.any(self.ids[1:] <= self.ids[:-1]):
-            order = np.argsort(self.ids, kind="stable")
-            self.ids, self.best, self.count = self.ids[order], self.best[order], self.count[order]
-        ids, ply, turn, visits = sql_int_columns(
-            store.conn, "SELECT id, ply, turn, visits FROM positions ORDER BY id",
-            ["id", "ply", "turn", "visits"])
-        if np.any(ids[1:] <= ids[:-1]):
-            order = np.argsort(ids, kind="stable")
-            ids, ply, turn, visits = ids[order], ply[order], turn[order], visits[order]
-        rows, found = find_rows(ids, self.ids)
-        if not found.all():  # moves of positions missing from the book: ignored
-            self.ids, self.best, self.count = self.ids[found], self.best[found], \
-                self.count[found]
-            rows = rows[found]
-        self.ply, self.turn, self.visits = ply[rows], turn[rows], visits[rows]
+    rows: np.ndarray
+    ids: np.ndarray
+    best: np.ndarray
+    total: np.ndarray
+    ply: np.ndarray
+    turn: np.ndarray
+    visits: np.ndarray
+
+    @classmethod
+    def of(cls, index: BookIndex, column: ValueColumn) -> _Positions:
+        """The columns of ``index`` (every row, ``column`` among its values, counts,
+        ply, turn and visits)."""
+        rows = np.flatnonzero(index.has_moves)
+        return cls(rows, index.ids[rows], index.best_values(values=column)[rows],
+                   index.total_counts()[rows],
+                   *(index.column(name)[rows] for name in ("ply", "turn", "visits")))
 
 
 def _mistake_ids(store: Book) -> np.ndarray:
     if "mistakes" not in queries.table_names(store.conn):
         raise BookgenError(f"{store.path}: no mistakes table; run 'bookgen refine mistakes'")
-    return sql_int_columns(store.conn, "SELECT DISTINCT position_id AS id FROM mistakes",
-                           ["id"])[0]
+    return mistake_position_ids(store.conn)
 
 
 def make_starts(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = "usi",
@@ -118,21 +115,27 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
             max_ply: int | None, max_value: int | None, side: str, min_count: int | None,
             count_percentile: float | None, weight: str, limit: int | None, seed: int,
             values: str, principal_margin: int) -> dict[str, Any]:
-    # child links, shortest lines, selections (first: its peak comes before the
-    # position columns exist)
+    # Every moves row (refine minimax's transposition rows too): best values and
+    # counts over all of them; principal lines by the minimax values; child links
+    # for the startpos lines and the leaves and principal selections.
+    column = ValueColumn.MINIMAX if values == "minimax" else ValueColumn.RAW
+    principal = (ValueColumn.MINIMAX,) if source == "principal" else ()
     index = BookIndex.load(store, IndexSpec(
-        values=(ValueColumn.MINIMAX,) if source == "principal" else (),
-        edges=frozenset({"count"}) if source == "principal" else frozenset(),
-        workers=_WORKERS)) if fmt == "usi" or source in ("leaves", "principal") else None
-    positions = _Positions(store, values)
-    ply, best, count = positions.ply, positions.best, positions.count
-    keep = np.ones(len(positions.ids), dtype=bool)
-    if source == "leaves" and index is not None:
-        keep &= np.isin(positions.ids, index.ids[index.leaf_rows()])
-    elif source == "principal" and index is not None:
-        keep &= np.isin(positions.ids, index.ids[index.principal_rows(principal_margin)])
+        positions=frozenset({"ply", "turn", "visits"}),
+        values=tuple(dict.fromkeys((*principal, column))),
+        resolve_children=fmt == "usi" or source in ("leaves", "principal"),
+        workers=_WORKERS))
+    positions = _Positions.of(index, column)
+    rows, position_ids, best, count = (positions.rows, positions.ids, positions.best,
+                                       positions.total)
+    ply, turn, visits = positions.ply, positions.turn, positions.visits
+    keep = np.ones(len(rows), dtype=bool)
+    if source == "leaves":
+        keep &= np.isin(rows, index.leaf_rows())
+    elif source == "principal":
+        keep &= np.isin(rows, index.principal_rows(principal_margin))
     elif source == "mistakes":
-        keep &= np.isin(positions.ids, _mistake_ids(store))
+        keep &= np.isin(position_ids, _mistake_ids(store))
     if min_ply is not None:
         keep &= (ply != NULL) & (ply >= min_ply)
     if max_ply is not None:
@@ -140,7 +143,7 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
     if max_value is not None:
         keep &= (best != NULL) & (np.abs(best) <= max_value)
     if side != "both":
-        keep &= positions.turn == (cshogi.BLACK if side == "black" else cshogi.WHITE)
+        keep &= turn == (cshogi.BLACK if side == "black" else cshogi.WHITE)
     if count_percentile is not None and keep.any():
         min_count = int(np.percentile(count[keep], count_percentile))
     if min_count is not None:
@@ -148,21 +151,21 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
     # Sorted by sfen: the ids in the order of the sfen index.
     by_sfen = np.fromiter(chain.from_iterable(queries.ids_by_sfen(store.conn)), dtype=np.int64)
     total = len(by_sfen)
-    ids = by_sfen[np.isin(by_sfen, positions.ids[keep])]
+    ids = by_sfen[np.isin(by_sfen, position_ids[keep])]
     del by_sfen
     if limit is not None and len(ids) > limit:
         # (what random.sample of the sorted positions picks, by index)
         ids = ids[np.array(sorted(random.Random(seed).sample(range(len(ids)), limit)),
                            dtype=np.int64)]
-    chosen = np.searchsorted(positions.ids, ids)
-    copies = _copies(positions, chosen, weight)
+    chosen = np.searchsorted(position_ids, ids)
+    copies = _copies(visits[chosen], count[chosen], weight)
     reached = 0
-    if fmt == "usi" and index is not None:
+    if fmt == "usi":
         tree = index.shortest_tree()
-        rows = index.rows(ids)
-        reached = int((tree[2][rows] >= 0).sum())
+        tree_rows = index.rows(ids)
+        reached = int((tree[2][tree_rows] >= 0).sum())
         written = _write(out, lambda stream: _write_usi(
-            stream, store.conn, total, ids, ply[chosen], copies, index, tree, rows))
+            stream, store.conn, total, ids, ply[chosen], copies, index, tree, tree_rows))
     elif fmt == "sfen":
         written = _write(out, lambda stream: _write_sfen(
             stream, store.conn, total, ids, ply[chosen], copies))
@@ -186,13 +189,12 @@ def _by_ply(plies: np.ndarray) -> dict[str, int]:
     return {str(k): c for k, _first, c in items}
 
 
-def _copies(positions: _Positions, chosen: np.ndarray, weight: str) -> np.ndarray:
-    """How many times each position is written: 1, or in proportion to visits
-    (the median weight gives one copy)."""
-    if weight == "none" or not len(chosen):
-        return np.ones(len(chosen), dtype=np.int64)
-    visits = positions.visits[chosen]
-    weights = np.where((visits == NULL) | (visits == 0), positions.count[chosen], visits)
+def _copies(visits: np.ndarray, count: np.ndarray, weight: str) -> np.ndarray:
+    """How many times each position (with these visits and move counts) is written:
+    1, or in proportion to visits (the median weight gives one copy)."""
+    if weight == "none" or not len(visits):
+        return np.ones(len(visits), dtype=np.int64)
+    weights = np.where((visits == NULL) | (visits == 0), count, visits)
     ordered = np.sort(weights)
     n = len(ordered)
     # statistics.median: the middle value, or the mean of the two middle ones

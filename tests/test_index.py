@@ -21,10 +21,10 @@ import pytest
 from bookgen.arrays import NULL
 from bookgen.bookfiles.importer import import_books
 from bookgen.grow import grow
-from bookgen.refine.minimax import refine_minimax
+from bookgen.refine.minimax import MinimaxSettings, refine_minimax
 from bookgen.store import Book, MoveRows, ValueColumn, columns as store_columns, open_book_snapshot
 from bookgen.store.index import BookIndex, IndexSpec
-from conftest import key_of, write_db2016
+from conftest import key_of, small_grow, write_db2016
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
 TRANSPOSITION = ("m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IN "
@@ -58,14 +58,14 @@ def books(tmp_path_factory) -> dict[str, Path]:
     """imported and grown books, plain and refined."""
     root = tmp_path_factory.mktemp("index")
     imported = root / "imported.sqlite"
-    import_books([write_db2016(root / "tree.db", tree_blocks())], imported, progress=False)
+    import_books(imported, [write_db2016(root / "tree.db", tree_blocks())], progress=False)
     grown = root / "grown.sqlite"
-    grow(grown, playouts=30, positions=20, seed=3, progress=False)
+    grow(grown, small_grow(30, 20, seed=3), progress=False)
     result = {"imported": imported, "grown": grown}
     for name, path in list(result.items()):
         refined = root / f"{name}-refined.sqlite"
         shutil.copy(path, refined)
-        refine_minimax(refined, workers=1)
+        refine_minimax(refined, MinimaxSettings(scan_workers=1))
         result[f"{name}-refined"] = refined
     conn = sqlite3.connect(result["imported-refined"])
     assert conn.execute(f"SELECT count(*) FROM moves m WHERE {TRANSPOSITION}").fetchone()[0]

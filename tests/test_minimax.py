@@ -542,6 +542,7 @@ def test_own_moves_are_the_rows_refine_did_not_add(tmp_path):
     the book's own moves; refine adds its transposition rows only to positions
     that have own moves, so the positions with moves are the same either way."""
     from bookgen.store import Book, MoveRows, queries
+    from bookgen.store.index import BookIndex, IndexSpec
     from bookgen.store.own_moves import create_own_moves_view
 
     book = shuffle_book(3, positions=30)
@@ -555,8 +556,8 @@ def test_own_moves_are_the_rows_refine_did_not_add(tmp_path):
         assert store.count_moves() == queries.count_moves(conn, MoveRows.ALL) == len(after)
         assert queries.positions_with_moves(conn, MoveRows.OWN) == len(book)
         assert queries.positions_with_moves(conn, MoveRows.ALL) == len(book)
-        assert queries.plies_of_positions_with_moves(conn, MoveRows.OWN) == \
-            queries.plies_of_positions_with_moves(conn, MoveRows.ALL)
+        assert BookIndex.load(store, IndexSpec(rows=MoveRows.OWN)).has_moves.tolist() == \
+            BookIndex.load(store, IndexSpec(rows=MoveRows.ALL)).has_moves.tolist()
         for position_id, sfen in conn.execute("SELECT id, sfen FROM positions"):
             if sfen in book:
                 assert sorted(m.move for m in store.moves_of(position_id)) == sorted(book[sfen])

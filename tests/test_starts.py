@@ -11,6 +11,7 @@ import cshogi
 import numpy as np
 import pytest
 
+from bookgen.arrays import NULL
 from bookgen.grow import grow
 from conftest import run_cli, small_grow
 
@@ -184,3 +185,56 @@ def test_errors(grown, tmp_path):
     result = run_cli("starts", "-b", grown, "-o", tmp_path / "x", "--min-count", "1",
                      "--count-percentile", "5", expect=2)
     assert "exclude each other" in result.stderr
+
+
+def old_positions(book: Path, values: str) -> dict[str, list[int | None]]:
+    """The columns starts read before the BookIndex (its old _Positions loader):
+    best value and count sum over every moves row, ply, turn and visits."""
+    column = "coalesce(minimax_value, value)" if values == "minimax" else "value"
+    conn = sqlite3.connect(book)
+    try:
+        moves = conn.execute(f"SELECT position_id, max({column}), coalesce(sum(count), 0) "
+                             "FROM moves GROUP BY position_id").fetchall()
+        positions = {row[0]: row[1:] for row in conn.execute(
+            "SELECT id, ply, turn, visits FROM positions")}
+    finally:
+        conn.close()
+    moves = sorted(row for row in moves if row[0] in positions)
+    return {"ids": [row[0] for row in moves], "best": [row[1] for row in moves],
+            "total": [row[2] for row in moves],
+            "ply": [positions[row[0]][0] for row in moves],
+            "turn": [positions[row[0]][1] for row in moves],
+            "visits": [positions[row[0]][2] for row in moves]}
+
+
+@pytest.mark.parametrize("values", ["raw", "minimax"])
+def test_the_index_columns_are_the_old_ones(grown, tmp_path, values):
+    """best values and counts over every row (refine minimax's transposition rows
+    included), ply, turn and visits, on a grown and an imported book, refined."""
+    from bookgen.bookfiles.importer import import_books
+    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+    from bookgen.selfplay.starts import _Positions
+    from bookgen.store import Book, ValueColumn
+    from bookgen.store.index import BookIndex, IndexSpec
+    from conftest import ROOT
+
+    books = [Path(shutil.copy(grown, tmp_path / "grown.sqlite")), tmp_path / "sample.sqlite"]
+    import_books(books[1], [ROOT / "data" / "sample.db"], progress=False)
+    for book in books:
+        refine_minimax(book, MinimaxSettings(scan_workers=1))
+        column = ValueColumn(values)
+        with Book(book, create=False, readonly=True) as store:
+            index = BookIndex.load(store, IndexSpec(
+                positions=frozenset({"ply", "turn", "visits"}), values=(column,),
+                resolve_children=False))
+        new = _Positions.of(index, column)
+        got = {name: [None if v == NULL else v for v in getattr(new, name).tolist()]
+               for name in ("ids", "best", "total", "ply", "turn", "visits")}
+        assert got == old_positions(book, values)
+    rows = 0
+    for book in books:
+        conn = sqlite3.connect(book)
+        rows += conn.execute("SELECT count(*) FROM moves WHERE count = 0 AND value IS NULL"
+                             ).fetchone()[0]
+        conn.close()
+    assert rows   # (transposition rows)

@@ -138,7 +138,7 @@ def stats_command(book: str, as_json: bool) -> None:
 
     stats = book_stats(book)
     if as_json:
-        echo_json(stats)
+        echo_json(stats.as_dict())
     else:
         click.echo(format_stats(stats))
 

@@ -20,7 +20,8 @@ from bookgen.store.own_moves import MoveRows, ValueColumn, own_rows_sql, value_s
 from bookgen.store.queries import refined
 
 __all__ = ["EDGE_COLUMNS", "POSITION_COLUMNS", "MoveColumns", "load_move_columns",
-           "load_position_columns", "mistake_position_ids", "move_codes", "sql_int_columns"]
+           "load_position_columns", "load_sfens", "mistake_position_ids", "move_codes",
+           "sql_int_columns"]
 
 # The position columns a BookIndex can hold, and their SQL (all integers).
 POSITION_COLUMNS: dict[str, str] = {

@@ -33,11 +33,11 @@ from bookgen.store.own_moves import (
     value_sql,
 )
 
-__all__ = ["begin", "best_values_by_turn", "commit", "count_moves", "count_positions", "count_runs",
+__all__ = ["begin", "commit", "count_moves", "count_positions", "count_runs",
            "data_version", "has_move", "ids_and_sfens_by_sfen", "ids_by_sfen", "minimax_rows",
-           "mistake_counts", "move_names", "moves_by_run", "plies_of_positions_with_moves",
-           "position_id", "position_moves", "positions_by_created_run", "positions_with_moves",
-           "refined", "runs_table", "set_cache_size", "sfen_move_values", "sfens_of", "table_names",
+           "mistake_counts", "move_names", "moves_by_run", "position_id", "position_moves",
+           "positions_by_created_run", "positions_with_moves", "refined", "runs_table",
+           "set_cache_size", "sfens_of", "table_names",
            "unrefined_move_count"]
 
 
@@ -73,31 +73,6 @@ def unrefined_move_count(conn: sqlite3.Connection) -> int:
     """The number of ``moves`` rows without a minimax value."""
     return int(conn.execute(
         "SELECT count(*) FROM moves WHERE minimax_value IS NULL").fetchone()[0])
-
-
-# -- distributions --------------------------------------------------------------------
-
-
-def plies_of_positions_with_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN
-                                  ) -> list[int | None]:
-    """The ply of every position with moves (``rows``), in id order (None: unknown).
-
-    Book positions are those with moves; grown books also hold rows for
-    children not expanded yet (the frontier), which are left out."""
-    where = f" m WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
-    return [row[0] for row in conn.execute(
-        f"SELECT ply FROM positions WHERE id IN (SELECT position_id FROM moves{where})")]
-
-
-def best_values_by_turn(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
-                        rows: MoveRows = MoveRows.OWN) -> list[tuple[int, int | None]]:
-    """(side to move, best move value) of every position with moves (``rows``), in
-    the order SQLite groups them (by position id); the value is None when no move
-    has one."""
-    where = f"WHERE {own_rows_sql()} " if rows == MoveRows.OWN else ""
-    return conn.execute(
-        f"SELECT p.turn, max({value_sql(values)}) FROM moves m "
-        f"JOIN positions p ON p.id = m.position_id {where}GROUP BY m.position_id").fetchall()
 
 
 # -- runs -----------------------------------------------------------------------------
@@ -163,15 +138,6 @@ def move_names(conn: sqlite3.Connection, position_id: int) -> set[str]:
     """The moves of position ``position_id``, every row (transposition rows included)."""
     return {row[0] for row in conn.execute(
         "SELECT move FROM moves WHERE position_id = ?", (position_id,))}
-
-
-def sfen_move_values(conn: sqlite3.Connection, values: ValueColumn = ValueColumn.RAW,
-                     rows: MoveRows = MoveRows.OWN) -> Iterator[tuple[str, str, int | None]]:
-    """(sfen, move, value) of every move (``rows``), in the table's order."""
-    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN else ""
-    yield from conn.execute(
-        f"SELECT p.sfen, m.move, {value_sql(values)} FROM moves m JOIN positions p "
-        f"ON p.id = m.position_id{where}")
 
 
 def minimax_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int | None, int, str,
