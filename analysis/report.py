@@ -73,7 +73,7 @@ from bookgen.analysis.pairstats import (
 from bookgen.analysis.ratings import RatingSettings, RatingTable, _round_half_up, fit_ratings
 from bookgen.analysis.report_book import BookSummary, book_section, read_book
 from bookgen.analysis.results import load_games
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_write, check_output
 from bookgen.store.results import GameResult, recorded_sprts
 
@@ -173,15 +173,19 @@ def parse_sprt(text: str, players: Sequence[str]) -> tuple[str, str, float, floa
     """``A,B,ELO0,ELO1`` -> (A, B, elo0, elo1).
 
     Names may hold commas: the split between A and B is the one that leaves
-    two known players.
+    two known players. A bad one is a :class:`bookgen.errors.SettingsError` of
+    ``sprt_tests`` (the CLI: ``--sprt``).
     """
+    def bad(why: str) -> SettingsError:
+        return SettingsError("sprt_tests", f"{SettingsError.FIELD} {text!r}: {why}")
+
     parts = text.rsplit(",", 2)
     if len(parts) != 3 or "," not in parts[0]:
-        raise BookgenError(f"--sprt {text!r}: expected A,B,ELO0,ELO1")
+        raise bad("expected A,B,ELO0,ELO1")
     try:
         elo0, elo1 = float(parts[1]), float(parts[2])
     except ValueError:
-        raise BookgenError(f"--sprt {text!r}: ELO0 and ELO1 must be numbers") from None
+        raise bad("ELO0 and ELO1 must be numbers") from None
     names = parts[0]
     known = set(players)
     splits = [(names[:i], names[i + 1:]) for i, c in enumerate(names) if c == ","]
@@ -190,12 +194,11 @@ def parse_sprt(text: str, players: Sequence[str]) -> tuple[str, str, float, floa
         return matches[0][0], matches[0][1], elo0, elo1
     found = ", ".join(players)
     if len(matches) > 1:
-        raise BookgenError(f"--sprt {text!r}: ambiguous player names (players: {found})")
+        raise bad(f"ambiguous player names (players: {found})")
     if len(splits) == 1:
         unknown = [repr(n) for n in splits[0] if n not in known]
-        raise BookgenError(f"--sprt {text!r}: unknown player {', '.join(unknown)}; "
-                           f"players found: {found}")
-    raise BookgenError(f"--sprt {text!r}: no two known players; players found: {found}")
+        raise bad(f"unknown player {', '.join(unknown)}; players found: {found}")
+    raise bad(f"no two known players; players found: {found}")
 
 
 # --------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from bookgen.analysis.pairstats import count_games, elo_pentanomial, elo_trinomi
 from bookgen.analysis.ratings import RatingSettings, fit_ratings
 from bookgen.analysis.report import ReportSettings, build_report, parse_sprt, write_html
 from bookgen.analysis.results import load_games
+from bookgen.cli.support import error_text
 from bookgen.errors import BookgenError
 from bookgen.formats.records import write_pgn_game
 from bookgen.grow import grow
@@ -393,8 +394,11 @@ def test_parse_sprt_with_commas_in_names():
         parse_sprt("x,z,0,2", ["x", "y"])
     with pytest.raises(BookgenError, match="ELO0 and ELO1 must be numbers"):
         parse_sprt("x,y,zero,2", ["x", "y"])
-    with pytest.raises(BookgenError, match="expected A,B,ELO0,ELO1"):
+    with pytest.raises(BookgenError, match="expected A,B,ELO0,ELO1") as caught:
         parse_sprt("x,0,2", ["x", "y"])
+    # the library names the setting, the command line its flag
+    assert str(caught.value) == "sprt_tests 'x,0,2': expected A,B,ELO0,ELO1"
+    assert error_text(caught.value) == "--sprt 'x,0,2': expected A,B,ELO0,ELO1"
 
 
 # --------------------------------------------------------------------------

@@ -47,6 +47,7 @@ FIELD_FLAGS = {
     "prior_draws": "--prior",
     "fit_white_advantage": "--white-advantage",
     "fit_draw_rate": "--draw-rate",
+    "sprt_tests": "--sprt",
 }
 
 
