@@ -35,14 +35,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import cshogi
+import numpy as np
 
-from bookgen.analysis.players import Player, PlayerFailure, PlayerSpec, build_player
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
+from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
+from bookgen.engines.players import open_player
+from bookgen.engines.protocols import Player, PlayerFailure
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
 from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
-from bookgen.play.clock import TimeControl
+from bookgen.play.clock import ClockState, TimeControl
 from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
@@ -51,10 +54,22 @@ from bookgen.timestamps import utc_now
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
-           "play_game", "run_match"]
+__all__ = ["MATCH_BUILTIN", "FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary",
+           "match_player", "parse_match_sprt", "play_game", "run_match"]
 
 RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRAW: "draw"}
+# The built-in player's strength in a match (self-play's is depth 4, 40,000 nodes).
+MATCH_BUILTIN = BuiltinPlay(depth=64, nodes=20_000)
+
+
+def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = ()
+                 ) -> PlayerSettings:
+    """The match player ``name``: ``builtin`` (depth 64, 20,000 nodes unless
+    ``options`` set ``depth``/``nodes``) or ``usi:COMMAND`` (``options``: its USI
+    options). An engine failure loses the game, and the engine restarts before its
+    next game."""
+    return PlayerSettings.parse(spec, name=name, options=options, builtin=MATCH_BUILTIN,
+                                on_failure="forfeit")
 
 
 @dataclass(frozen=True)
@@ -170,7 +185,8 @@ def play_game(task: GameTask, players: dict[str, Player], settings: MatchSetting
     sides = {cshogi.BLACK: players[task.black], cshogi.WHITE: players[task.white]}
     for player in sides.values():
         player.new_game()
-    clocks = {cshogi.BLACK: control.time or 0, cshogi.WHITE: control.time or 0}
+    clock = ClockState.start(control)
+    rng = np.random.default_rng(0)  # match players choose deterministically
     used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
     scores: list[int | None] = []
     engine_seconds = 0.0
@@ -179,7 +195,7 @@ def play_game(task: GameTask, players: dict[str, Player], settings: MatchSetting
         player = sides[turn]
         move_start = time.perf_counter()
         try:
-            reply = player.think(game, clocks, control)
+            reply = player.choose(game, clock, rng)
         except PlayerFailure as failure:
             engine_seconds += time.perf_counter() - move_start
             if failure.reason is Reason.TIME_FORFEIT:
@@ -189,8 +205,8 @@ def play_game(task: GameTask, players: dict[str, Player], settings: MatchSetting
             break
         engine_seconds += time.perf_counter() - move_start
         used[turn] += reply.elapsed_ms
-        if control.clocked and player.spec.is_usi:
-            late = control.spend(clocks, turn, reply.elapsed_ms)
+        if control.clocked and player.honours_clock:
+            late = clock.spend(turn, reply.elapsed_ms)
             if late is not None:
                 game.forfeit_time(late)
                 break
@@ -200,9 +216,9 @@ def play_game(task: GameTask, players: dict[str, Player], settings: MatchSetting
         if reply.resign:
             game.resign("resigned")
             break
-        if game.adjudicate(reply.score) is not None:
+        if game.adjudicate(reply.score_cp) is not None:
             break
-        scores.append(reply.score)
+        scores.append(reply.score_cp)
         game.push(reply.move or "")
     outcome = game.outcome
     assert outcome is not None
@@ -227,14 +243,14 @@ def _close_all(players: dict[str, Player]) -> None:
 class _Players:
     """Players by name, built when first needed."""
 
-    def __init__(self, specs: dict[str, PlayerSpec]) -> None:
+    def __init__(self, specs: dict[str, PlayerSettings]) -> None:
         self.specs = specs
         self.built: dict[str, Player] = {}
 
     def for_task(self, task: GameTask) -> dict[str, Player]:
         for name in (task.black, task.white):
             if name not in self.built:
-                self.built[name] = build_player(self.specs[name])
+                self.built[name] = open_player(self.specs[name])
         return self.built
 
     def close(self) -> None:
@@ -245,7 +261,7 @@ class _Players:
 _worker: tuple[_Players, MatchSettings] | None = None
 
 
-def _worker_init(specs: dict[str, PlayerSpec], settings: MatchSettings) -> None:
+def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings) -> None:
     global _worker
     players = _Players(specs)
     _worker = (players, settings)
@@ -312,19 +328,20 @@ def _open_pgn(path: Path) -> TextIO:
         raise write_error(path, error) from None
 
 
-def _check_player_specs(players: Sequence[PlayerSpec]) -> dict[str, PlayerSpec]:
-    specs: dict[str, PlayerSpec] = {}
+def _check_player_specs(players: Sequence[PlayerSettings]) -> dict[str, PlayerSettings]:
+    specs: dict[str, PlayerSettings] = {}
     for spec in players:
-        if not spec.name or any(c in spec.name for c in ":=\n\"\\"):
-            raise BookgenError(f"bad player name {spec.name!r} (no ':', '=', quotes or "
+        name = spec.name or ""
+        if not name or any(c in name for c in ":=\n\"\\"):
+            raise BookgenError(f"bad player name {name!r} (no ':', '=', quotes or "
                                "backslashes)")
-        if spec.name in specs:
-            raise BookgenError(f"two players are named {spec.name!r}")
-        specs[spec.name] = spec
+        if name in specs:
+            raise BookgenError(f"two players are named {name!r}")
+        specs[name] = spec
     return specs
 
 
-def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str | Path, *,
+def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: str | Path, *,
               fmt: str = "pairs", games: int | None = None, rounds: int | None = None,
               control: TimeControl | None = None, max_ply: int = 320,
               resign: int | None = None, resign_moves: int = 3, declaration_rule: str = "27",
@@ -375,7 +392,7 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
     tasks = schedule(list(specs), order, fmt, pairs_per_pairing=pairs_per_pairing)
     settings = MatchSettings(control, max_ply, resign, resign_moves, declaration_rule)
     key_settings = {
-        "players": [[s.name, s.spec, sorted(s.options)] for s in specs.values()],
+        "players": [[name, str(s.spec), sorted(s.options)] for name, s in specs.items()],
         "format": fmt, "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
         "seed": seed, "control": _control_key(control), "max_ply": max_ply, "resign": resign,
         "resign_moves": resign_moves, "declaration_rule": declaration_rule}
@@ -389,13 +406,13 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
 
     # Start every player once here: bad commands and options fail before any game.
     identities: dict[str, tuple[str | None, str | None]] = {}
-    for spec in specs.values():
-        player = build_player(spec)
+    for name, spec in specs.items():
+        player = open_player(spec)
         try:
             if control.nodes is not None and getattr(player, "is_gpsshogi", False):
-                raise BookgenError(f"player {spec.name}: gpsshogi aborts on 'go nodes'; "
+                raise BookgenError(f"player {name}: gpsshogi aborts on 'go nodes'; "
                                    "use --byoyomi or --time")
-            identities[spec.name] = (player.engine_name, player.engine_author)
+            identities[name] = (player.engine_name, player.engine_author)
         finally:
             player.close()
 
@@ -409,8 +426,8 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         summary.match_id = match_id
         if sprt is not None:
             store.set_match_sprt(match_id, sprt.as_json())
-        for spec in specs.values():
-            store.add_player(spec.name, spec.spec, dict(spec.options), *identities[spec.name])
+        for name, spec in specs.items():
+            store.add_player(name, str(spec.spec), dict(spec.options), *identities[name])
         done = store.finished_keys(match_id)
         todo = [task for task in tasks if task.key not in done]
         summary.scheduled = len(tasks)
@@ -487,7 +504,7 @@ def _check_control(control: TimeControl) -> None:
             raise BookgenError(f"--{name} must not be negative")
 
 
-def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSettings,
+def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: MatchSettings,
           concurrency: int, store: ResultsFile, match_id: int, key: str,
           summary: MatchSummary, match_games: list[GameResult], pgn_file: TextIO | None,
           csa_path: Path | None, stop_when: Callable[[list[GameResult]], str | None] | None,

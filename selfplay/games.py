@@ -54,13 +54,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import cshogi
 import numpy as np
 
-from bookgen.engines.mcts import Mcts, MctsSettings
-from bookgen.engines.protocols import EvaluatorError
+from bookgen.engines.factory import default_batch_size
+from bookgen.engines.player_settings import MctsPlay, PlayerSettings, SearchLimits
+from bookgen.engines.players import open_player
+from bookgen.engines.protocols import EvaluatorError, Player
+from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError
 from bookgen.files import AtomicFile, check_output
 from bookgen.formats.positions import read_starts
@@ -68,223 +71,38 @@ from bookgen.formats.records import write_csa_record
 from bookgen.play.rules import GameState, Outcome, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
-from bookgen.values import MATE_VALUE, clip_score, value_to_cp
+from bookgen.values import clip_score
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "selfplay"]
+__all__ = ["GameRecord", "SelfplaySummary", "play_game", "player_spec", "selfplay"]
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
 ALPHABETA = "alphabeta"
-DEFAULT_BYOYOMI = 1000
 
 
 # --------------------------------------------------------------------------
 # players
 
 
-@dataclass
-class Decision:
-    """What a player does in a position.
-
-    ``move`` is played; ``best`` is the training target (the most visited
-    move when ``move`` was sampled); ``score`` the player's value of the
-    position in cp for the side to move (None: unknown).
-    """
-
-    move: str | None = None
-    best: str | None = None
-    score: int | None = None
-    resign: bool = False
-    declare: bool = False
+def player_spec(text: str) -> EngineSpec:
+    """The player a self-play spec names: ``usi:COMMAND``, ``alphabeta`` (the
+    built-in alpha-beta), or an evaluator searched with MCTS."""
+    if text == ALPHABETA:
+        return EngineSpec("builtin")
+    if text.startswith("usi:"):
+        return parse_spec(text, role="player")
+    return EngineSpec("mcts", inner=parse_spec(text))
 
 
-class Player(Protocol):
-    name: str
-
-    def new_game(self) -> None: ...
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class PlayerConfig:
-    """Everything needed to build a player in any process (picklable)."""
-
-    spec: str = "builtin"
-    playouts: int = 100
-    batch_size: int = 1
-    random_moves: int = 4
-    temperature: float = 1.0
-    random_cutoff: float = 0.9
-    evaluator_options: tuple[tuple[str, Any], ...] = ()
-    engine_options: tuple[tuple[str, str], ...] = ()
-    nodes: int | None = None
-    byoyomi: int | None = None
-    movetime: int | None = None
-    engine_timeout: float | None = None
-    restarts: int = 3
-
-    @property
-    def kind(self) -> str:
-        if self.spec.startswith("usi:"):
-            return "usi"
-        return ALPHABETA if self.spec == ALPHABETA else "mcts"
-
-    def build(self) -> Player:
-        if self.kind == "usi":
-            return UsiPlayer(self)
-        if self.kind == ALPHABETA:
-            return AlphaBetaPlayer()
-        return MctsPlayer(self)
-
-
-class MctsPlayer:
-    """MCTS over an evaluator, with dlshogi's random opening moves."""
-
-    def __init__(self, config: PlayerConfig) -> None:
-        from bookgen.engines.factory import make_evaluator
-
-        self.config = config
-        self.evaluator = make_evaluator(config.spec, **dict(config.evaluator_options))
-        self.name = f"{config.spec} mcts {config.playouts}"
-        self.search = Mcts(self.evaluator, MctsSettings(playouts=config.playouts,
-                                                          batch_size=config.batch_size))
-        # Sampled moves need real visit counts, not an early stop's.
-        self.sampling_search = Mcts(self.evaluator, MctsSettings(
-            playouts=config.playouts, batch_size=config.batch_size, early_stop=False))
-
-    def new_game(self) -> None:
-        pass
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
-        board = game.board
-        if game.can_declare():
-            return Decision(declare=True, score=MATE_VALUE)
-        # cshogi's one-ply mate finder assumes the side to move is not in check.
-        mate = 0 if board.is_check() else board.mate_move_in_1ply()
-        if mate and game.legal_move(mate) is not None:
-            usi = cshogi.move_to_usi(mate)
-            return Decision(usi, usi, MATE_VALUE)
-        config = self.config
-        sampling = game.ply < config.random_moves
-        result = (self.sampling_search if sampling else self.search).search(board)
-        if not result.moves:  # the game loop never asks without legal moves
-            return Decision(resign=True, score=-MATE_VALUE)
-        best = result.moves[0]
-        move = best.move
-        if sampling:
-            floor = best.win_rate * config.random_cutoff
-            candidates = [s for s in result.moves
-                          if s.visits > 0 and s.win_rate >= floor] or [best]
-            weights = np.array([s.visits for s in candidates], dtype=np.float64)
-            weights **= 1.0 / config.temperature
-            move = candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))].move
-        return Decision(move, best.move, value_to_cp(best.win_rate))
-
-    def close(self) -> None:
-        self.evaluator.close()
-
-
-class AlphaBetaPlayer:
-    """The built-in evaluator's alpha-beta search at playing depth."""
-
-    name = "builtin alphabeta"
-
-    def __init__(self) -> None:
-        from bookgen.engines.builtin.analyser import BuiltinEvaluator
-
-        self.evaluator = BuiltinEvaluator()
-
-    def new_game(self) -> None:
-        pass
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
-        if game.can_declare():
-            return Decision(declare=True, score=MATE_VALUE)
-        move, score, _pv = self.evaluator.best_move(game.board)
-        if move is None:
-            return Decision(resign=True, score=score)
-        return Decision(move, move, score)
-
-    def close(self) -> None:
-        self.evaluator.close()
-
-
-class UsiPlayer:
-    """A USI engine playing with its own search; crashes and timeouts restart it."""
-
-    def __init__(self, config: PlayerConfig) -> None:
-        from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
-
-        self.config = config
-        command = config.spec[len("usi:"):]
-        self.command = command
-        limits = {"nodes": config.nodes, "byoyomi": config.byoyomi, "movetime": config.movetime}
-        if all(value is None for value in limits.values()):
-            limits["byoyomi"] = DEFAULT_BYOYOMI
-        self.limits = {k: v for k, v in limits.items() if v is not None}
-        try:
-            self.engine = UsiEngine(command, options=dict(config.engine_options))
-        except UsiOptionError as error:
-            raise EvaluatorError(f"USI engine {command!r}: {error}") from None
-        except UsiError as error:
-            raise EvaluatorError(f"cannot start USI engine {command!r}: {error}") from None
-        self.name = self.engine.name or command
-        if self.name.startswith("gpsshogi") and ("nodes" in self.limits
-                                                  or "movetime" in self.limits):
-            self.engine.close()
-            raise EvaluatorError(f"{self.name}: gpsusi aborts on 'go nodes' and 'go movetime'; "
-                                 "use byoyomi")
-
-    def new_game(self) -> None:
-        from bookgen.engines.usi.client import UsiError
-
-        try:
-            self.engine.new_game()
-        except UsiError:
-            pass  # a dead engine is restarted by the next search
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
-        from bookgen.engines.usi.client import UsiError
-
-        errors: list[str] = []
-        for attempt in range(self.config.restarts + 1):
-            try:
-                if attempt > 0 or not self.engine.alive:
-                    self.engine.restart()
-                    self.engine.new_game()
-                self.engine.position(game.usi_position())
-                result = self.engine.go(**self.limits, timeout=self.config.engine_timeout)
-                break
-            except UsiError as error:
-                errors.append(str(error))
-        else:
-            raise EvaluatorError(f"USI engine {self.name!r} failed {len(errors)} times "
-                                 f"(restarted up to {self.config.restarts} times); "
-                                 f"last error: {errors[-1]}")
-        info = result.best
-        score = info.score if info is not None and info.has_score else None
-        if result.win:
-            return Decision(declare=True, score=score)
-        if result.resign or result.bestmove is None:
-            return Decision(resign=True, score=score)
-        return Decision(result.bestmove, result.bestmove, score)
-
-    def close(self) -> None:
-        self.engine.close()
-
-
-def build_players(black: PlayerConfig, white: PlayerConfig) -> dict[int, Player]:
-    """Players by colour; one instance when both sides use the same configuration."""
-    first = black.build()
+def open_players(black: PlayerSettings, white: PlayerSettings) -> dict[int, Player]:
+    """Players by colour; one instance when both sides use the same settings."""
+    first = open_player(black)
     if white == black:
         return {cshogi.BLACK: first, cshogi.WHITE: first}
     try:
-        second = white.build()
+        second = open_player(white)
     except BaseException:
         first.close()
         raise
@@ -346,7 +164,7 @@ def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
     count = 0
     scores: list[int | None] = []
     while game.outcome is None:
-        decision = players[game.turn].choose(game, rng)
+        decision = players[game.turn].choose(game, None, rng)
         if decision.declare:
             game.declare()
             break
@@ -358,12 +176,12 @@ def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
             if count == len(records):
                 records = np.concatenate([records, np.zeros(len(records), HCPE)])
             game.board.to_hcp(records["hcp"][count])
-            records["eval"][count] = clip_score(decision.score)
+            records["eval"][count] = clip_score(decision.score_cp)
             records["bestMove16"][count] = cshogi.move16(best)
             count += 1
-        if game.adjudicate(decision.score) is not None:
+        if game.adjudicate(decision.score_cp) is not None:
             break
-        scores.append(decision.score)
+        scores.append(decision.score_cp)
         game.push(decision.move or "")
     outcome = game.outcome
     assert outcome is not None
@@ -452,11 +270,11 @@ _worker_starts: np.ndarray | None = None
 _worker_settings: GameSettings | None = None
 
 
-def _worker_init(black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
+def _worker_init(black: PlayerSettings, white: PlayerSettings, starts: np.ndarray,
                  settings: GameSettings) -> None:
     global _worker_starts, _worker_settings
     _worker_starts, _worker_settings = starts, settings
-    _worker_players.update(build_players(black, white))
+    _worker_players.update(open_players(black, white))
     atexit.register(close_players, _worker_players)
 
 
@@ -516,28 +334,29 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
 
-    def config(spec: str, side_options: dict[str, str] | None) -> PlayerConfig:
-        from bookgen.engines.factory import default_batch_size
-
-        return PlayerConfig(
-            spec=spec, playouts=playouts,
-            batch_size=(batch_size if batch_size is not None
-                        else default_batch_size(spec) if PlayerConfig(spec).kind == "mcts" else 1),
-            random_moves=random_moves,
-            temperature=temperature, random_cutoff=random_cutoff,
-            evaluator_options=tuple(sorted((evaluator_options or {}).items())),
-            engine_options=tuple({**(engine_options or {}), **(side_options or {})}.items()),
-            nodes=nodes, byoyomi=byoyomi, movetime=movetime, engine_timeout=engine_timeout)
+    def config(spec: EngineSpec, side_options: dict[str, str] | None) -> PlayerSettings:
+        return PlayerSettings(
+            spec, options=tuple({**(engine_options or {}), **(side_options or {})}.items()),
+            mcts=MctsPlay(
+                playouts=playouts,
+                batch_size=(batch_size if batch_size is not None
+                            else default_batch_size(spec.evaluator) if spec.kind == "mcts"
+                            else 1),
+                random_moves=random_moves, temperature=temperature,
+                random_cutoff=random_cutoff,
+                evaluator_options=tuple(sorted((evaluator_options or {}).items()))),
+            limits=SearchLimits(nodes=nodes, byoyomi_ms=byoyomi, movetime_ms=movetime),
+            engine_timeout_s=engine_timeout)
 
     options = dict(evaluator_options or {})
-    specs = (black or player, white or player)
-    if workers > 1 and any(s.startswith(("torch:", "onnx:")) for s in specs):
+    specs = (player_spec(black or player), player_spec(white or player))
+    if workers > 1 and any(s.kind == "mcts" and s.evaluator.is_network for s in specs):
         # Each worker runs its own model: share the cores instead of each taking all.
         options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
     evaluator_options = options
     black_config = config(specs[0], black_engine_options)
     white_config = config(specs[1], white_engine_options)
-    if not any(c.kind == "usi" for c in (black_config, white_config)) and (
+    if not any(s.is_usi for s in specs) and (
             engine_options or black_engine_options or white_engine_options or nodes
             or byoyomi or movetime or engine_timeout):
         raise BookgenError("engine options, --nodes, --byoyomi, --movetime and "
@@ -550,13 +369,13 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
     start = time.perf_counter()
     try:
         if workers == 1:
-            players = build_players(black_config, white_config)
+            players = open_players(black_config, white_config)
             runner: TaskRunner[int, GameRecord] = LocalRunner(
                 lambda index: play_game(index, start_records, players, settings),
                 lambda: close_players(players))
         else:
             # Fail on a bad player here, not as a broken pool in the workers.
-            close_players(build_players(black_config, white_config))
+            close_players(open_players(black_config, white_config))
             runner = PoolRunner(workers, _worker_play, _worker_init,
                                 (black_config, white_config, start_records, settings))
     except EvaluatorError as error:

@@ -14,12 +14,13 @@ import cshogi
 import cshogi.CSA
 import pytest
 
-from bookgen.analysis.match import MatchSettings, play_game
-from bookgen.analysis.players import PlayerSpec, Reply, UsiPlayer
+from bookgen.analysis.match import MatchSettings, match_player, play_game
 from bookgen.analysis.results import load_games
 from bookgen.analysis.schedule import GameTask, schedule
+from bookgen.engines.protocols import MoveChoice
+from bookgen.engines.usi.player import UsiPlayer
 from bookgen.errors import BookgenError
-from bookgen.play.clock import TimeControl
+from bookgen.play.clock import ClockState, TimeControl
 from bookgen.play.rules import GameState
 from conftest import PYTHON, ROOT, run_cli
 from processes import Bookgen, stop_all
@@ -188,17 +189,18 @@ class Recorded:
     def __init__(self, player: UsiPlayer, log: list[tuple[str, object]]) -> None:
         self.player, self.log = player, log
         send = player.engine.send
-        player.engine.send = lambda command: (log.append(("sent", (self.spec.name, command))),
+        player.engine.send = lambda command: (log.append(("sent", (self.name, command))),
                                               send(command))[1]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.player, name)
 
-    def think(self, game: GameState, clocks: dict[int, int], control: TimeControl) -> Reply:
-        before = dict(clocks)
-        reply = self.player.think(game, clocks, control)
-        self.log.append(("move", (self.spec.name, game.turn, before, reply)))
-        return reply
+    def choose(self, game: GameState, clock: ClockState | None, rng: object) -> MoveChoice:
+        assert clock is not None
+        before = dict(clock.remaining_ms)
+        choice = self.player.choose(game, clock, rng)
+        self.log.append(("move", (self.name, game.turn, before, choice)))
+        return choice
 
 
 def go_line(clocks: dict[int, int], inc: int) -> str:
@@ -221,7 +223,7 @@ def test_fischer_clock_rules_on_a_fake_clock(tmp_path):
     def player(name: str, spend: str, *extra: object) -> UsiPlayer:
         command = fake("--clock-file", clock_file, "--spend", spend, "--log",
                        tmp_path / f"{name}.log", *extra)
-        return UsiPlayer(PlayerSpec(name, command), clock=clock)
+        return UsiPlayer(match_player(name, command), clock=clock)
 
     control = TimeControl(time=1000, inc=100, margin=300)
     # b: 1200 ms (200 of lag, allowed up to 1300), then 150 (allowed: -100 + 300), then
@@ -259,7 +261,7 @@ def test_fairy_stockfish_plays_under_a_fischer_clock(tmp_path):
     log: list[tuple[str, object]] = []
     spec = "usi:/usr/games/fairy-stockfish"
     options = (("Move Overhead", "300"),)
-    players = {name: Recorded(UsiPlayer(PlayerSpec(name, spec, options)), log)
+    players = {name: Recorded(UsiPlayer(match_player(name, spec, options)), log)
                for name in ("a", "b")}
     control = TimeControl(time=1000, inc=200, margin=60_000)
     task = GameTask("k", 0, 0, 0, OPENINGS[0], "a", "b", False)
