@@ -3,22 +3,21 @@
 Each game starts at a start position drawn uniformly at random from the
 starts file (dlshogi's self-play roots): ``startpos moves ...`` / ``sfen
 ...`` lines, or a ``.hcp`` file of ``cshogi.HuffmanCodedPos`` records
-(:func:`bookgen.formats.positions.read_starts`). A player is named by a spec:
+(:func:`bookgen.formats.positions.read_starts`). A player is named by a
+player spec (:mod:`bookgen.engines.players`):
 
-- an evaluator spec (``builtin``, ``torch:PATH``, ``onnx:PATH``,
-  ``blend:BOOK:INNER``): MCTS over that evaluator with ``playouts``
-  playouts. During the first ``random_moves`` plies of a game the move is
-  sampled with probability ``visits ** (1 / temperature)`` among the moves
-  whose win rate is at least ``random_cutoff`` times the most visited
-  move's (dlshogi's ``--random``, ``--random_temperature``,
-  ``--random_cutoff``); after that the most visited move is played. A
-  mate in one is always played, and a position that meets the declaration
-  rule is declared (dlshogi self-play does both);
+- ``mcts:EVALUATOR`` (the default, ``mcts:builtin``; a bare ``torch:PATH``,
+  ``onnx:PATH`` or ``blend:BOOK:INNER`` means the same): MCTS over that
+  evaluator with ``playouts`` playouts and dlshogi's random opening moves
+  (:class:`bookgen.engines.mcts_player.MctsPlayer`);
 - ``usi:COMMAND``: a USI engine with its own search (``go nodes`` /
-  ``byoyomi`` / ``movetime``), through :class:`bookgen.engines.usi.client.UsiEngine`;
-  ``bestmove resign`` and ``bestmove win`` are resignation and declaration;
-- ``alphabeta``: the built-in evaluator's own alpha-beta search
-  (:meth:`BuiltinEvaluator.best_move`, depth 4).
+  ``byoyomi`` / ``movetime``); ``bestmove resign`` and ``bestmove win`` are
+  resignation and declaration; a crash or hang restarts it and searches
+  again, up to 3 times;
+- ``alphabeta``: the built-in alpha-beta search, at depth 4 and 40,000
+  nodes. It is a deprecated name of ``builtin``, which self-play refuses
+  for one release: ``builtin`` used to mean ``mcts:builtin`` here, and now
+  means the alpha-beta player everywhere, so games do not change silently.
 
 Games end by :mod:`bookgen.play.rules` (checkmate, fourfold repetition,
 perpetual check, declaration, maximum ply, illegal moves, resignation and
@@ -50,6 +49,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -80,6 +80,8 @@ __all__ = ["GameRecord", "SelfplaySummary", "play_game", "player_spec", "selfpla
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
 ALPHABETA = "alphabeta"
+BUILTIN_REFUSED = ("builtin now means the alpha-beta player everywhere; use mcts:builtin "
+                   "(the old meaning)")
 
 
 # --------------------------------------------------------------------------
@@ -87,13 +89,16 @@ ALPHABETA = "alphabeta"
 
 
 def player_spec(text: str) -> EngineSpec:
-    """The player a self-play spec names: ``usi:COMMAND``, ``alphabeta`` (the
-    built-in alpha-beta), or an evaluator searched with MCTS."""
+    """The player a self-play spec names (see the module docstring): ``builtin`` is
+    refused, ``alphabeta`` warns on stderr and means ``builtin``."""
+    if text == "builtin":
+        raise BookgenError(BUILTIN_REFUSED)
     if text == ALPHABETA:
-        return EngineSpec("builtin")
-    if text.startswith("usi:"):
-        return parse_spec(text, role="player")
-    return EngineSpec("mcts", inner=parse_spec(text))
+        print("bookgen: warning: 'alphabeta' is deprecated: the alpha-beta player is "
+              "'builtin' everywhere (self-play refuses 'builtin' for one release, as it "
+              "meant mcts:builtin)", file=sys.stderr)
+        text = "builtin"
+    return parse_spec(text, role="player")
 
 
 def open_players(black: PlayerSettings, white: PlayerSettings) -> dict[int, Player]:
@@ -283,8 +288,9 @@ def _worker_play(index: int) -> GameRecord:
     return play_game(index, _worker_starts, _worker_players, _worker_settings)
 
 
-def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str = "builtin",
-             black: str | None = None, white: str | None = None, playouts: int = 100,
+def selfplay(starts: str | Path, games: int, output: str | Path, *,
+             player: str = "mcts:builtin", black: str | None = None, white: str | None = None,
+             playouts: int = 100,
              batch_size: int | None = None, random_moves: int = 4, temperature: float = 1.0,
              random_cutoff: float = 0.9, csa_dir: str | Path | None = None, workers: int = 1,
              max_ply: int = 320, resign: int | None = None, resign_moves: int = 3,
@@ -320,6 +326,9 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
         raise BookgenError("--out-min needs --min-ply (games shorter than it are collected)")
     if append and force:
         raise BookgenError("--append and --force exclude each other")
+    parsed = {text: player_spec(text) for text in dict.fromkeys((player, black, white))
+              if text is not None}
+    specs = (parsed[black or player], parsed[white or player])
 
     output = Path(output)
     _check_target(output, force, append, "output")
@@ -349,7 +358,6 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
             engine_timeout_s=engine_timeout)
 
     options = dict(evaluator_options or {})
-    specs = (player_spec(black or player), player_spec(white or player))
     if workers > 1 and any(s.kind == "mcts" and s.evaluator.is_network for s in specs):
         # Each worker runs its own model: share the cores instead of each taking all.
         options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
