@@ -35,27 +35,26 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import cshogi
-import numpy as np
 
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
 from bookgen.engines.players import open_player
-from bookgen.engines.protocols import Player, PlayerFailure
+from bookgen.engines.protocols import Player
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
 from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
-from bookgen.play.clock import ClockState, TimeControl
-from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason, Result
+from bookgen.play.clock import TimeControl
+from bookgen.play.loop import GameRules, PlayedGame, play_game
+from bookgen.play.rules import DECLARATION_RULES, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
-from bookgen.timestamps import utc_now
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
 __all__ = ["MATCH_BUILTIN", "FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary",
-           "match_player", "parse_match_sprt", "play_game", "run_match"]
+           "match_player", "parse_match_sprt", "play_task", "run_match"]
 
 RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRAW: "draw"}
 # The built-in player's strength in a match (self-play's is depth 4, 40,000 nodes).
@@ -77,34 +76,26 @@ class MatchSettings:
     """How every game of a match is played (picklable, sent to the workers)."""
 
     control: TimeControl
-    max_ply: int = 320
-    resign: int | None = None
-    resign_moves: int = 3
-    declaration_rule: str = "27"
+    rules: GameRules = GameRules()
 
 
 @dataclass
 class FinishedGame:
-    """A played game as the runner records it."""
+    """A played game of a match: its task and the game (:class:`PlayedGame`)."""
 
     task: GameTask
-    start_sfen: str
-    result: str
-    reason: str
-    detail: str
-    moves: list[str]
-    scores: list[int | None]
-    black_ms: int
-    white_ms: int
-    started_at: str
-    finished_at: str
-    wall_seconds: float
-    engine_seconds: float
+    played: PlayedGame
+
+    @property
+    def result(self) -> str:
+        """``black``, ``white`` or ``draw``."""
+        return RESULT_NAMES[self.played.outcome.result]
 
     @property
     def game(self) -> GameResult:
-        return GameResult(self.task.black, self.task.white, self.result, self.reason,
-                    len(self.moves), str(self.task.pair), self.task.opening, "")
+        return GameResult(self.task.black, self.task.white, self.result,
+                          str(self.played.outcome.reason), self.played.plies,
+                          str(self.task.pair), self.task.opening, "")
 
 
 # --------------------------------------------------------------------------
@@ -175,57 +166,13 @@ def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
 # one game
 
 
-def play_game(task: GameTask, players: dict[str, Player], settings: MatchSettings) -> FinishedGame:
-    """Play ``task`` between two players (by name) under the runner's rules."""
-    started_at, wall_start = utc_now(), time.perf_counter()
-    control = settings.control
-    game = GameState(task.opening, max_ply=None, declaration_rule=settings.declaration_rule,
-                     resign=settings.resign, resign_moves=settings.resign_moves)
-    game.max_ply = max(1, settings.max_ply - (game.board.move_number - 1))
+def play_task(task: GameTask, players: dict[str, Player], settings: MatchSettings
+              ) -> FinishedGame:
+    """Play ``task`` between two players (by name) under the runner's rules
+    (:func:`bookgen.play.loop.play_game`)."""
     sides = {cshogi.BLACK: players[task.black], cshogi.WHITE: players[task.white]}
-    for player in sides.values():
-        player.new_game()
-    clock = ClockState.start(control)
-    rng = np.random.default_rng(0)  # match players choose deterministically
-    used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
-    scores: list[int | None] = []
-    engine_seconds = 0.0
-    while game.outcome is None:
-        turn = game.turn
-        player = sides[turn]
-        move_start = time.perf_counter()
-        try:
-            reply = player.choose(game, clock, rng)
-        except PlayerFailure as failure:
-            engine_seconds += time.perf_counter() - move_start
-            if failure.reason is Reason.TIME_FORFEIT:
-                game.forfeit_time(failure.detail)
-            else:
-                game.forfeit_failure(failure.detail)
-            break
-        engine_seconds += time.perf_counter() - move_start
-        used[turn] += reply.elapsed_ms
-        if control.clocked and player.honours_clock:
-            late = clock.spend(turn, reply.elapsed_ms)
-            if late is not None:
-                game.forfeit_time(late)
-                break
-        if reply.declare:
-            game.declare()
-            break
-        if reply.resign:
-            game.resign("resigned")
-            break
-        if game.adjudicate(reply.score_cp) is not None:
-            break
-        scores.append(reply.score_cp)
-        game.push(reply.move or "")
-    outcome = game.outcome
-    assert outcome is not None
-    return FinishedGame(task, game.start_sfen, RESULT_NAMES[outcome.result], str(outcome.reason),
-                        outcome.detail, list(game.moves), scores[:len(game.moves)],
-                        used[cshogi.BLACK], used[cshogi.WHITE], started_at, utc_now(),
-                        time.perf_counter() - wall_start, engine_seconds)
+    return FinishedGame(task, play_game(task.opening, sides, settings.rules,
+                                        clock=settings.control))
 
 
 # --------------------------------------------------------------------------
@@ -271,7 +218,7 @@ def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings) -> N
 def _worker_play(task: GameTask) -> FinishedGame:
     assert _worker is not None
     players, settings = _worker
-    return play_game(task, players.for_task(task), settings)
+    return play_task(task, players.for_task(task), settings)
 
 
 # --------------------------------------------------------------------------
@@ -390,7 +337,8 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         random.Random(seed).shuffle(order)
     pairs_per_pairing = games // 2 if games is not None else len(lines) * (rounds or 1)
     tasks = schedule(list(specs), order, fmt, pairs_per_pairing=pairs_per_pairing)
-    settings = MatchSettings(control, max_ply, resign, resign_moves, declaration_rule)
+    settings = MatchSettings(control, GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
+                                                resign_cp=resign, resign_moves=resign_moves))
     key_settings = {
         "players": [[name, str(s.spec), sorted(s.options)] for name, s in specs.items()],
         "format": fmt, "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
@@ -519,7 +467,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
     runner: TaskRunner[GameTask, FinishedGame]
     if workers == 1:
         players = _Players(specs)
-        runner = LocalRunner(lambda task: play_game(task, players.for_task(task), settings),
+        runner = LocalRunner(lambda task: play_task(task, players.for_task(task), settings),
                              players.close)
     else:
         runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings))
@@ -550,8 +498,8 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
                     record = game.game
                     match_games.append(record)
                     summary.played += 1
-                    summary.engine_seconds += game.engine_seconds
-                    summary.game_seconds += game.wall_seconds
+                    summary.engine_seconds += game.played.engine_seconds
+                    summary.game_seconds += game.played.wall_seconds
                     for name in (record.black, record.white):
                         points[name] += record.score_for(name)
                         played[name] += 1
@@ -589,31 +537,29 @@ def _score_line(points: Mapping[str, float], played: Counter[str]) -> str:
 
 def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
             pgn_file: TextIO | None, csa_path: Path | None) -> None:
-    task = game.task
+    task, played = game.task, game.played
+    reason = str(played.outcome.reason)
     store.add_game(match_id, game_key=task.key, round=task.round, pair=task.pair,
                    opening_index=task.opening_index, opening=task.opening,
-                   start_sfen=game.start_sfen, black=task.black, white=task.white,
-                   result=game.result, reason=game.reason, detail=game.detail,
-                   plies=len(game.moves), moves=" ".join(game.moves), black_ms=game.black_ms,
-                   white_ms=game.white_ms, started_at=game.started_at,
-                   finished_at=game.finished_at)
+                   start_sfen=played.start_sfen, black=task.black, white=task.white,
+                   result=game.result, reason=reason, detail=played.outcome.detail,
+                   plies=played.plies, moves=" ".join(played.moves), black_ms=played.black_ms,
+                   white_ms=played.white_ms, started_at=played.started_at,
+                   finished_at=played.finished_at)
     if pgn_file is not None:
         try:
             write_pgn_game(pgn_file, event=f"bookgen match {key[:8]}",
                            round_label=f"{task.pair + 1}.{int(task.swapped) + 1}",
                            black=task.black, white=task.white, result=game.result,
-                           reason=game.reason, start_sfen=game.start_sfen, moves=game.moves,
+                           reason=reason, start_sfen=played.start_sfen, moves=played.moves,
                            pair=f"{key[:8]}:{task.pair}")
             pgn_file.flush()
         except OSError as error:
             raise write_error(pgn_file.name, error, "the games before the last one are "
                               "kept in it") from None
     if csa_path is not None:
-        result = {"black": Result.BLACK_WIN, "white": Result.WHITE_WIN}.get(game.result,
-                                                                         Result.DRAW)
-        outcome = Outcome(result, Reason(game.reason), len(game.moves), game.detail)
-        write_csa_record(csa_path / _csa_name(key, game), start_sfen=game.start_sfen,
-                         names=(task.black, task.white), moves=game.moves, scores=game.scores,
-                         outcome=outcome,
+        write_csa_record(csa_path / _csa_name(key, game), start_sfen=played.start_sfen,
+                         names=(task.black, task.white), moves=played.moves,
+                         scores=played.scores, outcome=played.outcome,
                          comment=f"bookgen match {key[:8]} pair {task.pair} opening "
-                                 f"{task.opening_index}: {game.result} ({game.reason})")
+                                 f"{task.opening_index}: {game.result} ({reason})")

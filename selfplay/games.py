@@ -62,12 +62,13 @@ import numpy as np
 from bookgen.engines.factory import default_batch_size
 from bookgen.engines.player_settings import MctsPlay, PlayerSettings, SearchLimits
 from bookgen.engines.players import open_player
-from bookgen.engines.protocols import EvaluatorError, Player
+from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError
 from bookgen.files import AtomicFile, check_output
 from bookgen.formats.positions import read_starts
 from bookgen.formats.records import write_csa_record
+from bookgen.play.loop import GameRules, PlayedGame, play_game
 from bookgen.play.rules import GameState, Outcome, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
@@ -75,7 +76,7 @@ from bookgen.values import clip_score
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["GameRecord", "SelfplaySummary", "play_game", "player_spec", "selfplay"]
+__all__ = ["GameRecord", "SelfplaySummary", "play_from_starts", "player_spec", "selfplay"]
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
@@ -126,83 +127,78 @@ def close_players(players: dict[int, Player]) -> None:
 # one game
 
 
-@dataclass
+@dataclass(frozen=True)
 class GameSettings:
-    max_ply: int = 320
-    resign: int | None = None
-    resign_moves: int = 3
-    declaration_rule: str = "27"
+    rules: GameRules = GameRules()
     seed: int = 0
+
+
+class _Records:
+    """A game's training records, taken as the game loop sees each decision: one per
+    position whose chosen best move is legal (see the module docstring)."""
+
+    def __init__(self, size: int) -> None:
+        self.records = np.zeros(size, HCPE)
+        self.count = 0
+
+    def __call__(self, game: GameState, choice: MoveChoice) -> None:
+        best = game.legal_move(choice.best) if choice.best else None
+        if best is None:
+            return
+        if self.count == len(self.records):
+            self.records = np.concatenate([self.records, np.zeros(len(self.records), HCPE)])
+        game.board.to_hcp(self.records["hcp"][self.count])
+        self.records["eval"][self.count] = clip_score(choice.score_cp)
+        self.records["bestMove16"][self.count] = cshogi.move16(best)
+        self.count += 1
+
+    def finish(self, outcome: Outcome) -> np.ndarray:
+        """The records, with the game's result."""
+        records = self.records[:self.count].copy()
+        records["gameResult"] = int(outcome.result)
+        return records
 
 
 @dataclass
 class GameRecord:
-    """A finished game: where it started, its moves, its end and its training records."""
+    """A finished game: where it started, the game and its training records."""
 
     index: int
     root_index: int
     root_hcp: bytes
-    start_sfen: str
-    moves: list[str]
-    scores: list[int | None]      # each mover's score (side to move's view), per move
-    outcome: Outcome
+    game: PlayedGame
     records: np.ndarray           # hcpe, gameResult filled in
-    names: tuple[str, str]
 
     @property
     def plies(self) -> int:
-        return len(self.moves)
+        return self.game.plies
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.game.outcome
 
 
-def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
-              settings: GameSettings) -> GameRecord:
-    """Play game number ``index``; its root and random choices depend only on seed and index."""
+def play_from_starts(index: int, starts: np.ndarray, players: dict[int, Player],
+                     settings: GameSettings) -> GameRecord:
+    """Play game number ``index`` from a start drawn from ``starts``; its start and random
+    choices depend only on the seed and ``index``."""
     rng = np.random.default_rng([settings.seed, index])
     root_index = int(rng.integers(len(starts)))
     board = cshogi.Board()
-    board.set_hcp(starts[root_index]["hcp"])
-    game = GameState(board, max_ply=settings.max_ply, declaration_rule=settings.declaration_rule,
-                     resign=settings.resign, resign_moves=settings.resign_moves)
-    for player in {id(p): p for p in players.values()}.values():
-        player.new_game()
-    records = np.zeros(min(settings.max_ply, 1024), HCPE)
-    count = 0
-    scores: list[int | None] = []
-    while game.outcome is None:
-        decision = players[game.turn].choose(game, None, rng)
-        if decision.declare:
-            game.declare()
-            break
-        if decision.resign:
-            game.resign("resigned")
-            break
-        best = game.legal_move(decision.best) if decision.best else None
-        if best is not None:
-            if count == len(records):
-                records = np.concatenate([records, np.zeros(len(records), HCPE)])
-            game.board.to_hcp(records["hcp"][count])
-            records["eval"][count] = clip_score(decision.score_cp)
-            records["bestMove16"][count] = cshogi.move16(best)
-            count += 1
-        if game.adjudicate(decision.score_cp) is not None:
-            break
-        scores.append(decision.score_cp)
-        game.push(decision.move or "")
-    outcome = game.outcome
-    assert outcome is not None
-    records = records[:count].copy()
-    records["gameResult"] = int(outcome.result)
-    return GameRecord(index, root_index, starts[root_index]["hcp"].tobytes(), game.start_sfen,
-                      list(game.moves), scores[:len(game.moves)], outcome, records,
-                      (players[cshogi.BLACK].name, players[cshogi.WHITE].name))
+    board.set_hcp(starts[root_index]["hcp"])   # move number 1: max ply counts from here
+    records = _Records(min(settings.rules.max_ply, 1024))
+    game = play_game(board, players, settings.rules, rng=rng, on_decision=records)
+    return GameRecord(index, root_index, starts[root_index]["hcp"].tobytes(), game,
+                      records.finish(game.outcome))
 
 
 # --------------------------------------------------------------------------
 # CSA
 
 
-def write_csa(path: Path, game: GameRecord, comment: str = "") -> None:
-    """Write ``game`` as a CSA record (see :func:`write_csa_record`)."""
+def write_csa(path: Path, record: GameRecord, comment: str = "") -> None:
+    """Write ``record``'s game as a CSA record (see :func:`write_csa_record`)."""
+    game = record.game
     write_csa_record(path, start_sfen=game.start_sfen, names=game.names, moves=game.moves,
                      scores=game.scores, outcome=game.outcome, comment=comment)
 
@@ -285,7 +281,7 @@ def _worker_init(black: PlayerSettings, white: PlayerSettings, starts: np.ndarra
 
 def _worker_play(index: int) -> GameRecord:
     assert _worker_starts is not None and _worker_settings is not None
-    return play_game(index, _worker_starts, _worker_players, _worker_settings)
+    return play_from_starts(index, _worker_starts, _worker_players, _worker_settings)
 
 
 def selfplay(starts: str | Path, games: int, output: str | Path, *,
@@ -369,8 +365,8 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *,
             or byoyomi or movetime or engine_timeout):
         raise BookgenError("engine options, --nodes, --byoyomi, --movetime and "
                            "--engine-timeout apply to usi: players only")
-    settings = GameSettings(max_ply=max_ply, resign=resign, resign_moves=resign_moves,
-                            declaration_rule=declaration_rule, seed=seed)
+    settings = GameSettings(GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
+                                      resign_cp=resign, resign_moves=resign_moves), seed)
 
     summary = SelfplaySummary(str(output))
     reasons: Counter[str] = Counter()
@@ -379,7 +375,7 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *,
         if workers == 1:
             players = open_players(black_config, white_config)
             runner: TaskRunner[int, GameRecord] = LocalRunner(
-                lambda index: play_game(index, start_records, players, settings),
+                lambda index: play_from_starts(index, start_records, players, settings),
                 lambda: close_players(players))
         else:
             # Fail on a bad player here, not as a broken pool in the workers.

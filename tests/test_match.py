@@ -14,14 +14,15 @@ import cshogi
 import cshogi.CSA
 import pytest
 
-from bookgen.analysis.match import MatchSettings, match_player, play_game
+from bookgen.analysis.match import match_player
 from bookgen.analysis.results import load_games
-from bookgen.analysis.schedule import GameTask, schedule
+from bookgen.analysis.schedule import schedule
 from bookgen.engines.protocols import MoveChoice
 from bookgen.engines.usi.player import UsiPlayer
 from bookgen.errors import BookgenError
 from bookgen.play.clock import ClockState, TimeControl
-from bookgen.play.rules import GameState
+from bookgen.play.loop import GameRules, play_game
+from bookgen.play.rules import GameState, Reason, Result
 from conftest import PYTHON, ROOT, run_cli
 from processes import Bookgen, stop_all
 
@@ -230,14 +231,16 @@ def test_fischer_clock_rules_on_a_fake_clock(tmp_path):
     # 400 where 150 are allowed: it overruns and answers only when told to stop.
     players = {"b": player("b", "1200,150,400", "--until-stop-on-go", "3"),
                "w": player("w", "50,50")}
-    task = GameTask("k", 0, 0, 0, "startpos", "b", "w", False)
     try:
-        game = play_game(task, players, MatchSettings(control, max_ply=40))
+        game = play_game("startpos", {cshogi.BLACK: players["b"], cshogi.WHITE: players["w"]},
+                         GameRules(max_ply=40), clock=control)
     finally:
         for one in players.values():
             one.close()
-    assert (game.result, game.reason, len(game.moves)) == ("white", "time forfeit", 4)
-    assert "no bestmove in time" in game.detail
+    outcome = game.outcome
+    assert (outcome.result, outcome.reason, len(game.moves)) == (
+        Result.WHITE_WIN, Reason.TIME_FORFEIT, 4)
+    assert "no bestmove in time" in outcome.detail
     assert (game.black_ms, game.white_ms) == (1200 + 150, 50 + 50)  # the forfeit is not charged
 
     def commands(name: str) -> list[str]:
@@ -264,21 +267,22 @@ def test_fairy_stockfish_plays_under_a_fischer_clock(tmp_path):
     players = {name: Recorded(UsiPlayer(match_player(name, spec, options)), log)
                for name in ("a", "b")}
     control = TimeControl(time=1000, inc=200, margin=60_000)
-    task = GameTask("k", 0, 0, 0, OPENINGS[0], "a", "b", False)
     try:
-        game = play_game(task, players, MatchSettings(control, max_ply=30))
+        game = play_game(OPENINGS[0], {cshogi.BLACK: players["a"], cshogi.WHITE: players["b"]},
+                         GameRules(max_ply=30), clock=control)
     finally:
         for one in players.values():
             one.close()
-    assert game.reason not in ("time forfeit", "engine failure", "illegal move"), game
+    reason = game.outcome.reason
+    assert reason not in (Reason.TIME_FORFEIT, Reason.ENGINE_FAILURE, Reason.ILLEGAL_MOVE), game
     moves = [entry for kind, entry in log if kind == "move"]
     gos = [entry for kind, entry in log if kind == "sent" and entry[1].startswith("go ")]
     assert len(moves) == len(gos) >= len(game.moves) > 0
-    assert game.reason != "max ply" or len(game.moves) == 28
+    assert reason != Reason.MAX_PLY or len(game.moves) == 28
     clocks = {cshogi.BLACK: 1000, cshogi.WHITE: 1000}
     used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
     for (name, turn, given, reply), (sent_to, line) in zip(moves, gos, strict=True):
-        assert sent_to == name == (task.black if turn == cshogi.BLACK else task.white)
+        assert sent_to == name == ("a" if turn == cshogi.BLACK else "b")
         assert given == clocks and line == go_line(clocks, 200)
         assert reply.elapsed_ms >= 0
         clocks[turn] += 200 - reply.elapsed_ms

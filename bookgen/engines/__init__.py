@@ -1,7 +1,8 @@
 """Everything that thinks: the engines layer.
 
-- :mod:`bookgen.engines.protocols`: the evaluator interface (a batch of
-  positions in, priors and values out) shared by every engine;
+- :mod:`bookgen.engines.protocols`: the two interfaces, "evaluate positions"
+  (``Evaluator``: a batch of positions in, priors and values out) and "choose
+  a move" (``Player``: a ``MoveChoice``);
 - :mod:`bookgen.engines.factory`: the evaluator named by a spec string
   (``builtin``, ``usi:COMMAND``, ``torch:PATH``, ``onnx:PATH``,
   ``blend:BOOK:INNER``) and the MCTS batch-size defaults;
@@ -10,5 +11,10 @@
 - :mod:`bookgen.engines.network`: dlshogi-shaped networks (features without
   torch, the torch model, the torch and ONNX evaluators);
 - :mod:`bookgen.engines.blend`: book priors blended into another evaluator;
-- :mod:`bookgen.engines.mcts`: PUCT Monte-Carlo tree search over an evaluator.
+- :mod:`bookgen.engines.mcts`: PUCT Monte-Carlo tree search over an evaluator;
+- :mod:`bookgen.engines.players`: the player a player spec names (``builtin``
+  alpha-beta in :mod:`bookgen.engines.builtin.player`, ``usi:COMMAND`` in
+  :mod:`bookgen.engines.usi.player`, ``mcts:EVALUATOR`` in
+  :mod:`bookgen.engines.mcts_player`), opened from
+  :mod:`bookgen.engines.player_settings`.
 """

@@ -9,8 +9,9 @@ MCTS on top.
 
 A player (:class:`Player`) chooses a move in a game: it answers with a
 :class:`MoveChoice`, or raises :class:`PlayerFailure` when its engine failed
-and the game is lost. The game loops of self-play and matches ask it;
-:func:`bookgen.engines.players.open_player` opens one from its settings.
+and the game is lost. The game loop, :func:`bookgen.play.loop.play_game`,
+asks it; :func:`bookgen.engines.players.open_player` opens one from its
+settings.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Time controls of games between engines: limits per move and the clocks they run.
 
-Times are in milliseconds. Used by the match runner (``bookgen match``) and the
-players that honour a clock (USI engines).
+Times are in milliseconds. Used by the game loop (:mod:`bookgen.play.loop`) and
+the players that honour a clock (USI engines).
 """
 
 from __future__ import annotations
