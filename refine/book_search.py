@@ -50,8 +50,19 @@ import numpy as np
 
 from bookgen.arrays import NULL
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES, Searcher
+from bookgen.engines.restart import (
+    DEFAULT_BYOYOMI,
+    EngineFailed,
+    EngineLabel,
+    RestartPolicy,
+    SearchLimits,
+    is_gpsshogi,
+    run_with_restarts,
+    search_stop_grace,
+    start_engine,
+)
 from bookgen.engines.usi.analyser import BadOutput
-from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
+from bookgen.engines.usi.client import UsiError
 from bookgen.engines.usi.protocol import UsiSearch, parse_info, printable
 from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
@@ -78,7 +89,6 @@ __all__ = [
 
 SELECTIONS = ("all", "leaves", "principal", "visits")
 DEFAULT_MARGIN = 50
-DEFAULT_BYOYOMI = 1000
 MAX_FAILURES_IN_A_ROW = 10  # an engine that analysed positions, then fails on this many
 MAX_FAILURES_AT_START = 2   # an engine that fails on this many before analysing any
 _MAX_BUILTIN_DEPTH = 64
@@ -216,49 +226,39 @@ class BuiltinAnalyser:
         pass
 
 
+def search_label(spec: str) -> EngineLabel:
+    """How refine search words its engine's start errors."""
+    return EngineLabel(f"engine {spec}", f"cannot start engine {spec}",
+                       "engine {name}: gpsusi aborts on 'go nodes', 'go movetime' and "
+                       "'go depth'; use --byoyomi")
+
+
 class UsiAnalyser:
     """A USI engine searching one position at a time, restarted when it fails."""
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
-        command = settings.command
-        try:
-            self.engine = UsiEngine(command, options=settings.options,
-                                    stop_grace=5.0 if settings.timeout is None
-                                    else min(5.0, settings.timeout))
-        except UsiOptionError as error:
-            raise BookgenError(f"engine {settings.spec}: {error}") from None
-        except UsiError as error:
-            raise BookgenError(f"cannot start engine {settings.spec}: {error}") from None
-        name = self.engine.name or ""
-        if name.startswith("gpsshogi") and (settings.nodes, settings.movetime,
-                                            settings.depth) != (None, None, None):
-            self.engine.close()
-            raise BookgenError(f"engine {name}: gpsusi aborts on 'go nodes', 'go movetime' and "
-                               "'go depth'; use --byoyomi")
+        self.policy = RestartPolicy(settings.retries)
+        self.engine = start_engine(
+            settings.command, settings.options,
+            SearchLimits(settings.nodes, settings.byoyomi, settings.movetime, settings.depth),
+            search_label(settings.spec), stop_grace_s=search_stop_grace(settings.timeout))
 
     def analyse(self, position_id: int, sfen: str) -> AnalysisResult:
         start = time.perf_counter()
         board = cshogi.Board(sfen)
         legal = {cshogi.move_to_usi(m) for m in board.legal_moves}
-        errors: list[str] = []
-        restarts = 0
-        for attempt in range(self.settings.retries + 1):
-            try:
-                if attempt > 0 or not self.engine.alive:
-                    restarts += 1
-                    self.engine.restart()
-                result = self._analyse_once(position_id, sfen, board, legal)
-                result.restarts = restarts
-                result.seconds = time.perf_counter() - start
-                return result
-            except _NoScore as error:
-                errors.append(str(error))
-                break
-            except (UsiError, BadOutput) as error:
-                errors.append(str(error) or type(error).__name__)
-        return AnalysisResult(position_id, False, error=errors[-1], restarts=restarts,
-                              seconds=time.perf_counter() - start)
+        try:
+            result, restarts = run_with_restarts(
+                self.engine, lambda: self._analyse_once(position_id, sfen, board, legal),
+                self.policy, retried=(UsiError, BadOutput), final=(_NoScore,))
+        except EngineFailed as failed:
+            return AnalysisResult(position_id, False,
+                                  error=str(failed.last) or type(failed.last).__name__,
+                                  restarts=failed.restarts, seconds=time.perf_counter() - start)
+        result.restarts = restarts
+        result.seconds = time.perf_counter() - start
+        return result
 
     def _analyse_once(self, position_id: int, sfen: str, board: cshogi.Board,
                       legal: set[str]) -> AnalysisResult:
@@ -279,8 +279,7 @@ class UsiAnalyser:
                 score = MATE_VALUE if result.win else -MATE_VALUE
                 return AnalysisResult(position_id, True, score, None, "exact", None, None,
                                       result.nodes, result.bestmove, "")
-            hint = " (gpsusi: --engine-option BookDepth=0)" if (
-                engine.name or "").startswith("gpsshogi") else ""
+            hint = " (gpsusi: --engine-option BookDepth=0)" if is_gpsshogi(engine.name) else ""
             raise _NoScore(f"engine {engine.name or s.command!r} answered bestmove "
                            f"{result.bestmove} without any score{hint}; it may be playing "
                            "from its own book")
@@ -339,7 +338,7 @@ def select_positions(index: BookIndex, select: str = "all", min_visits: int | No
         if min_visits is None:
             raise BookgenError("--select visits needs --min-visits N")
         rows = index.with_moves_rows()
-        visits = index.visits_column[rows]
+        visits = index.column("visits")[rows]
         return index.ids[rows[np.where(visits == NULL, 0, visits) >= min_visits]].tolist()
     raise BookgenError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
 

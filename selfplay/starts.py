@@ -39,9 +39,9 @@ from bookgen.arrays import NULL, find_rows
 from bookgen.errors import BookgenError
 from bookgen.files import atomic_output
 from bookgen.formats.positions import POSITION_RECORDS, encode_positions
-from bookgen.store import DEFAULT_BOOK, Book, queries
+from bookgen.store import DEFAULT_BOOK, Book, ValueColumn, queries
 from bookgen.store.columns import sql_int_columns
-from bookgen.store.index import BookIndex
+from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.workers.forked import fork_map
 
 FORMATS = ("usi", "sfen", "hcp", "psfen")
@@ -120,8 +120,10 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
             values: str, principal_margin: int) -> dict[str, Any]:
     # child links, shortest lines, selections (first: its peak comes before the
     # position columns exist)
-    index = BookIndex.load(store, values=source == "principal", workers=_WORKERS) \
-        if fmt == "usi" or source in ("leaves", "principal") else None
+    index = BookIndex.load(store, IndexSpec(
+        values=(ValueColumn.MINIMAX,) if source == "principal" else (),
+        edges=frozenset({"count"}) if source == "principal" else frozenset(),
+        workers=_WORKERS)) if fmt == "usi" or source in ("leaves", "principal") else None
     positions = _Positions(store, values)
     ply, best, count = positions.ply, positions.best, positions.count
     keep = np.ones(len(positions.ids), dtype=bool)

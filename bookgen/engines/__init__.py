@@ -8,6 +8,8 @@
   ``blend:BOOK:INNER``) and the MCTS batch-size defaults;
 - :mod:`bookgen.engines.builtin`: the built-in alpha-beta search and its evaluator;
 - :mod:`bookgen.engines.usi`: the USI protocol, the engine client and USI evaluators;
+- :mod:`bookgen.engines.restart`: starting USI engines and restarting them when
+  they fail (one policy for every use), their go limits;
 - :mod:`bookgen.engines.network`: dlshogi-shaped networks (features without
   torch, the torch model, the torch and ONNX evaluators);
 - :mod:`bookgen.engines.blend`: book priors blended into another evaluator;

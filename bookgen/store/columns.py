@@ -1,22 +1,40 @@
 """Book tables as numpy columns: SQLite aggregates, numpy parses.
 
 :func:`sql_int_columns` reads integer columns of any query as int64 arrays
-(:data:`bookgen.arrays.NULL` for an SQL NULL); :func:`load_move_columns`
-reads the whole ``moves`` table, ordered by (position id, move), for
-:class:`bookgen.store.index.BookIndex`.
+(:data:`bookgen.arrays.NULL` for an SQL NULL). :func:`load_position_columns`
+and :func:`load_move_columns` read the ``positions`` and ``moves`` tables,
+the columns asked for, for :class:`bookgen.store.index.BookIndex`.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bookgen.arrays import NULL
+from bookgen.store.own_moves import MoveRows, ValueColumn, own_rows_sql, value_sql
+from bookgen.store.queries import refined
 
-__all__ = ["load_move_columns", "move_codes", "sql_int_columns"]
+__all__ = ["EDGE_COLUMNS", "POSITION_COLUMNS", "MoveColumns", "load_move_columns",
+           "load_position_columns", "mistake_position_ids", "move_codes", "sql_int_columns"]
+
+# The position columns a BookIndex can hold, and their SQL (all integers).
+POSITION_COLUMNS: dict[str, str] = {
+    "ply": "ply",
+    "turn": "turn",
+    "visits": "visits",
+    "value": "value",
+    "minimax_value": "minimax_value",
+    "expanded": "expanded_run IS NOT NULL",   # 1 when a run expanded the position
+    "zobrist": "zobrist",                     # signed, as stored
+}
+
+# The move columns a BookIndex can hold besides the move, its child and its values.
+EDGE_COLUMNS = ("count", "own", "depth", "ponder")
 
 _MAX_MOVE_CHARS = 9            # 7 bits per ASCII character in an int64 move code
 
@@ -80,41 +98,161 @@ def move_codes(text: str, n: int) -> tuple[np.ndarray, list[str]] | None:
     return np.searchsorted(codes, code).astype(np.int32), names
 
 
-def load_move_columns(conn: sqlite3.Connection, values: bool = True
-                ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray | None,
-                           np.ndarray | None, np.ndarray]:
-    """Every moves row ordered by (position id, move): position ids, move ranks
-    (indices into the sorted move names), move names, values (minimax when
-    present) and counts (None unless ``values``) and child ids."""
-    order = "FROM moves ORDER BY position_id, move"
-    pids, child = sql_int_columns(conn, f"SELECT position_id, child_id {order}",
-                                  ["position_id", "child_id"])
-    text = conn.execute(f"SELECT group_concat(move, ' ') FROM (SELECT move {order})"
+
+
+def load_position_columns(conn: sqlite3.Connection, names: Collection[str]
+                          ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The ids of every position, ascending, and its columns ``names`` (keys of
+    :data:`POSITION_COLUMNS`; NULL is :data:`NULL`) in the same order."""
+    unknown = set(names) - set(POSITION_COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown position columns: {', '.join(sorted(unknown))}")
+    wanted = [name for name in POSITION_COLUMNS if name in names]
+    select = ", ".join(["id", *(name if POSITION_COLUMNS[name] == name
+                               else f"{POSITION_COLUMNS[name]} AS {name}" for name in wanted)])
+    ids, *columns = sql_int_columns(conn, f"SELECT {select} FROM positions ORDER BY id",
+                                    ["id", *wanted])
+    if np.any(ids[1:] <= ids[:-1]):
+        order = np.argsort(ids, kind="stable")
+        ids, columns = ids[order], [column[order] for column in columns]
+    return ids, dict(zip(wanted, columns))
+
+
+def load_sfens(conn: sqlite3.Connection) -> list[str]:
+    """The sfen of every position, in id order."""
+    return [sfen for (sfen,) in conn.execute("SELECT sfen FROM positions ORDER BY id")]
+
+
+def mistake_position_ids(conn: sqlite3.Connection) -> np.ndarray:
+    """The ids of the positions of the ``mistakes`` table (each once)."""
+    return sql_int_columns(conn, "SELECT DISTINCT position_id AS id FROM mistakes", ["id"])[0]
+
+
+@dataclass
+class MoveColumns:
+    """``moves`` rows as columns, ordered by (position id, move).
+
+    ``move`` and ``ponder`` are ranks into the sorted ``names`` and
+    ``ponder_names`` (``ponder`` -1: NULL); ``values`` holds the value
+    columns read (NULL is :data:`NULL`); ``count``, ``own`` (the row is one
+    of the book's own moves, :class:`~bookgen.store.own_moves.MoveRows`),
+    ``depth`` and ``ponder`` are None unless read.
+    """
+
+    pids: np.ndarray
+    move: np.ndarray
+    names: list[str]
+    child: np.ndarray
+    values: dict[ValueColumn, np.ndarray]
+    count: np.ndarray | None = None
+    own: np.ndarray | None = None
+    depth: np.ndarray | None = None
+    ponder: np.ndarray | None = None
+    ponder_names: list[str] | None = None
+
+    def take(self, keep: np.ndarray) -> MoveColumns:
+        """The rows ``keep`` (a mask or indices)."""
+        def pick(column: np.ndarray | None) -> np.ndarray | None:
+            return None if column is None else column[keep]
+        return MoveColumns(self.pids[keep], self.move[keep], self.names, self.child[keep],
+                           {v: column[keep] for v, column in self.values.items()},
+                           pick(self.count), pick(self.own), pick(self.depth),
+                           pick(self.ponder), self.ponder_names)
+
+
+def _text_ranks(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    names = sorted(set(values))
+    rank = {name: i for i, name in enumerate(names)}
+    return np.array([rank[v] for v in values], dtype=np.int32), names
+
+
+def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
+                      values: Sequence[ValueColumn] = (ValueColumn.MINIMAX,),
+                      extra: Collection[str] = ("count",)) -> MoveColumns:
+    """The ``moves`` rows ``rows``, ordered by (position id, move): position ids,
+    moves, child ids, the value columns ``values`` and the columns ``extra`` (of
+    :data:`EDGE_COLUMNS`)."""
+    unknown = set(extra) - set(EDGE_COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown move columns: {', '.join(sorted(unknown))}")
+    # (Without a refine minimax run there are no transposition rows: every row is own.)
+    split = refined(conn)
+    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN and split else ""
+    order = f"FROM moves m{where} ORDER BY m.position_id, m.move"
+    # the integer columns: (name, SQL)
+    ints = [(f"v{i}", value_sql(v)) for i, v in enumerate(values)]
+    if "count" in extra:
+        ints.append(("count", "m.count"))
+    if "own" in extra and rows == MoveRows.ALL and split:
+        ints.append(("own", own_rows_sql()))
+    if "depth" in extra:
+        ints.append(("depth", "m.depth"))
+    if "ponder" in extra:
+        ints.append(("ponder_null", "m.ponder IS NULL"))
+    pids, child = sql_int_columns(
+        conn, f"SELECT m.position_id AS position_id, m.child_id AS child_id {order}",
+        ["position_id", "child_id"])
+    n = len(pids)
+    text = conn.execute(f"SELECT group_concat(move, ' ') FROM (SELECT m.move {order})"
                         ).fetchone()[0] or ""
-    coded = move_codes(text, len(pids)) if len(pids) else (np.empty(0, np.int32), [])
+    coded = move_codes(text, n) if n else (np.empty(0, np.int32), [])
     del text
     if coded is not None:
         ranks, names = coded
         same = pids[1:] == pids[:-1]
         if np.all((pids[1:] > pids[:-1]) | (same & (ranks[1:] > ranks[:-1]))):
-            value = count = None
-            if values:
-                value, count = sql_int_columns(
-                    conn, f"SELECT coalesce(minimax_value, value) AS v, count {order}",
-                    ["v", "count"])
-            return pids, ranks, names, value, count, child
+            columns = dict(zip([name for name, _sql in ints], sql_int_columns(
+                conn, f"SELECT {', '.join(f'{sql} AS {name}' for name, sql in ints)} {order}",
+                [name for name, _sql in ints]))) if ints else {}
+            ponder = ponder_names = None
+            if "ponder" in extra:
+                text = conn.execute(
+                    "SELECT group_concat(p, ' ') FROM "
+                    f"(SELECT coalesce(m.ponder, '') AS p {order})").fetchone()[0] or ""
+                coded = move_codes(text, n) if n else (np.empty(0, np.int32), [])
+                del text
+                if coded is None:  # unusual text: one Python string per row
+                    coded = _text_ranks([p for (p,) in conn.execute(
+                        f"SELECT coalesce(m.ponder, '') {order}")])
+                ponder, ponder_names = coded
+                ponder[columns["ponder_null"] == 1] = -1
+            return _move_columns(pids, ranks, names, child, values, extra, rows, columns,
+                                 ponder, ponder_names)
     del pids, child
     # Unusual move text: one Python tuple per row.
-    rows = conn.execute("SELECT position_id, move, coalesce(minimax_value, value), count, "
-                        f"child_id {order}").fetchall()
-    names = sorted({row[1] for row in rows})
-    rank = {name: i for i, name in enumerate(names)}
+    plain = [(name, sql) for name, sql in ints if name != "ponder_null"]
+    sqls = [sql for _name, sql in plain]
+    names_ = [name for name, _sql in plain]
+    if "ponder" in extra:
+        sqls.append("m.ponder")
+    table = conn.execute(f"SELECT m.position_id, m.move, m.child_id"
+                         f"{''.join(', ' + sql for sql in sqls)} {order}").fetchall()
+    ranks, names = _text_ranks([r[1] for r in table])
 
     def column(i: int) -> np.ndarray:
-        return np.array([NULL if r[i] is None else int(r[i]) for r in rows], dtype=np.int64)
+        return np.array([NULL if r[i] is None else int(r[i]) for r in table], dtype=np.int64)
 
     pids = column(0)
-    ranks = np.array([rank[r[1]] for r in rows], dtype=np.int32)
     order_ = np.lexsort((ranks, pids))
-    value, count = (column(2)[order_], column(3)[order_]) if values else (None, None)
-    return pids[order_], ranks[order_], names, value, count, column(4)[order_]
+    columns = {name: column(3 + i)[order_] for i, name in enumerate(names_)}
+    ponder = ponder_names = None
+    if "ponder" in extra:
+        texts = [r[-1] for r in table]
+        ponder, ponder_names = _text_ranks([t for t in texts if t is not None])
+        full = np.full(len(texts), -1, dtype=np.int32)
+        full[[i for i, t in enumerate(texts) if t is not None]] = ponder
+        ponder = full[order_]
+    return _move_columns(pids[order_], ranks[order_], names, column(2)[order_], values, extra,
+                         rows, columns, ponder, ponder_names)
+
+
+def _move_columns(pids: np.ndarray, ranks: np.ndarray, names: list[str], child: np.ndarray,
+                  values: Sequence[ValueColumn], extra: Collection[str], rows: MoveRows,
+                  columns: dict[str, np.ndarray], ponder: np.ndarray | None,
+                  ponder_names: list[str] | None) -> MoveColumns:
+    own = None
+    if "own" in extra:
+        own = columns["own"] == 1 if "own" in columns else np.ones(len(pids), dtype=bool)
+    return MoveColumns(pids, ranks, names, child,
+                       {v: columns[f"v{i}"] for i, v in enumerate(values)},
+                       columns.get("count"), own, columns.get("depth"), ponder, ponder_names)

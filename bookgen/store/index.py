@@ -1,16 +1,19 @@
 """The book read into memory: positions and their moves as numpy columns.
 
-:class:`BookIndex` holds every position (rows in id order) and every
-``moves`` row as an edge in CSR form, with its child row. It answers the
-selections of ``refine search`` (all, leaves, principal lines), the lines
-``refine mistakes`` prints and what ``starts`` cuts (shortest lines from the
-initial position, principal lines).
+:class:`BookIndex` holds every position (rows in id order) and the ``moves``
+rows an :class:`IndexSpec` asks for as edges in CSR form, with their child
+rows. It is the one read model of the book: it answers the selections of
+``refine search`` (all, leaves, principal lines), the lines ``refine
+mistakes`` prints, what ``starts`` cuts (shortest lines from the initial
+position, principal lines, values and counts), the suites' walk and the
+distributions of ``stats`` and ``report``.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,97 +21,146 @@ import numpy as np
 from bookgen.arrays import NULL, find_rows, ranges
 from bookgen.position import STARTPOS_SFEN
 from bookgen.store.book import Book
-from bookgen.store.columns import load_move_columns, sql_int_columns
+from bookgen.store.columns import (
+    EDGE_COLUMNS,
+    POSITION_COLUMNS,
+    load_move_columns,
+    load_position_columns,
+    load_sfens,
+)
 from bookgen.store.links import resolve_children
+from bookgen.store.own_moves import MoveRows, ValueColumn
 
-__all__ = ["BookEdge", "BookIndex"]
+__all__ = ["BookEdge", "BookIndex", "IndexSpec"]
 
 
 class BookEdge(NamedTuple):
     move: str
-    value: int | None          # minimax_value when present, else value
+    value: int | None          # the index's value column (IndexSpec.values[0])
     count: int  # type: ignore[assignment]  # shadows tuple.count, as BookMove.count does
     child: int | None          # child position id, when the child is in the book
 
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """What :meth:`BookIndex.load` reads. The defaults are what ``refine search``,
+    ``refine mistakes`` and ``starts`` read: every ``moves`` row (refine
+    minimax's transposition rows are edges too), minimax values, counts, child
+    links resolved by playing the unlinked moves.
+
+    - ``positions``: the position columns (keys of
+      :data:`bookgen.store.columns.POSITION_COLUMNS`: ``ply``, ``turn``,
+      ``visits``, ``value``, ``minimax_value``, ``expanded``, ``zobrist``);
+    - ``rows``: the book's own moves or every row
+      (:class:`~bookgen.store.own_moves.MoveRows`);
+    - ``values``: the value columns of the moves, the first being the index's
+      value (:attr:`BookIndex.edge_value`, used by :meth:`BookIndex.best_edge`,
+      :meth:`BookIndex.principal` and :meth:`BookIndex.book_score`); empty:
+      no values;
+    - ``edges``: more move columns (of
+      :data:`bookgen.store.columns.EDGE_COLUMNS`): ``count``, ``own`` (the
+      mask of the book's own moves among every row), ``depth``, ``ponder``;
+    - ``resolve_children``: find the child of each move without a stored link
+      by playing it (else such moves have no child);
+    - ``sfens``: read every sfen at once (else :attr:`BookIndex.sfen` reads
+      them one by one, from the still open book);
+    - ``workers``: processes playing the unlinked moves of large books.
+    """
+
+    positions: frozenset[str] = frozenset({"ply", "visits", "minimax_value"})
+    rows: MoveRows = MoveRows.ALL
+    values: tuple[ValueColumn, ...] = (ValueColumn.MINIMAX,)
+    edges: frozenset[str] = frozenset({"count"})
+    resolve_children: bool = True
+    sfens: bool = False
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        unknown = (set(self.positions) - set(POSITION_COLUMNS)) | (
+            set(self.edges) - set(EDGE_COLUMNS))
+        if unknown:
+            raise ValueError(f"unknown index columns: {', '.join(sorted(unknown))}")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("a value column is named twice")
 
 
 class BookIndex:
     """Positions with their book moves and child links, read once from the book
     into numpy columns.
 
-    Positions are rows ``0..N-1`` in id order (``ids``); their moves are edges
-    in CSR form (the edges of row ``r`` are ``indptr[r]:indptr[r + 1]``,
-    ordered by move), with the move as an index into the sorted
-    ``move_names``, the value (``minimax_value`` when present, else
-    ``value``; :data:`NULL` for none), the count and the child row (-1 when
-    the child is not in the book). Moves without a stored child link
-    (imported books) get their child by playing the move and finding the
-    position by its zobrist key, confirmed by the exact position; nothing is
-    written.
+    Positions are rows ``0..N-1`` in id order (``ids``), with the position
+    columns the spec asks for (:meth:`column`). Their moves (the spec's
+    ``rows``) are edges in CSR form: the edges of row ``r`` are
+    ``indptr[r]:indptr[r + 1]``, ordered by move, with the move as an index
+    into the sorted ``move_names``, the child row (``edge_child``, -1 when the
+    child is not in the book), whether the row stores its child
+    (``edge_linked``) and the columns asked for: values (``edge_values``,
+    ``edge_value`` the first; :data:`NULL` for none), ``edge_count``,
+    ``edge_own``, ``edge_depth`` and ``edge_ponder`` (an index into
+    ``ponder_names``, -1 for none); None when not read. Moves without a stored
+    child link (imported books) get their child by playing the move and
+    finding the position by its zobrist key, confirmed by the exact position;
+    nothing is written.
 
     ``sfen``, ``ply``, ``visits``, ``minimax`` and ``edges`` are read-only
     mappings by position id (``sfen`` reads the book, which must still be
-    open).
+    open, unless the sfens were read with the index).
     """
 
-    def __init__(self, conn: sqlite3.Connection, ids: np.ndarray, ply: np.ndarray,
-                 visits: np.ndarray, minimax: np.ndarray, indptr: np.ndarray,
-                 move_names: list[str], edge_move: np.ndarray, edge_value: np.ndarray | None,
-                 edge_count: np.ndarray | None, edge_child: np.ndarray,
-                 edge_linked: np.ndarray,
-                 start: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, spec: IndexSpec, ids: np.ndarray,
+                 columns: dict[str, np.ndarray], indptr: np.ndarray, move_names: list[str],
+                 edge_move: np.ndarray, edge_child: np.ndarray, edge_linked: np.ndarray,
+                 edge_values: dict[ValueColumn, np.ndarray], start: int, *,
+                 edge_count: np.ndarray | None = None, edge_own: np.ndarray | None = None,
+                 edge_depth: np.ndarray | None = None, edge_ponder: np.ndarray | None = None,
+                 ponder_names: list[str] | None = None, sfens: list[str] | None = None
+                 ) -> None:
+        self.spec = spec
         self.ids = ids
-        self.ply_column = ply
-        self.visits_column = visits
-        self.minimax_column = minimax
+        self.columns = columns
         self.indptr = indptr
         self.move_names = move_names
         self.edge_move = edge_move
-        self.edge_value = edge_value
-        self.edge_count = edge_count
         self.edge_child = edge_child
         self.edge_linked = edge_linked      # the moves row has its child_id stored
+        self.edge_values = edge_values
+        self.edge_value = edge_values[spec.values[0]] if spec.values else None
+        self.edge_count = edge_count
+        self.edge_own = edge_own
+        self.edge_depth = edge_depth
+        self.edge_ponder = edge_ponder
+        self.ponder_names = ponder_names
         self.start = start                  # row of the initial position, -1 if absent
         self.degree = np.diff(indptr)       # moves per row
         self.has_moves = self.degree > 0
+        self._sfens = sfens
         self.sfen: Mapping[int, str] = _SfenLookup(self, conn)
-        self.ply: Mapping[int, int | None] = _ColumnLookup(self, ply)
-        self.visits: Mapping[int, int | None] = _ColumnLookup(self, visits)
-        self.minimax: Mapping[int, int] = _ColumnLookup(self, minimax, skip_null=True)
         self.edges: Mapping[int, list[BookEdge]] = _EdgeLookup(self)
 
     @classmethod
-    def load(cls, book: Book, values: bool = True, workers: int = 1) -> BookIndex:
-        """Read the index from ``book`` (in one read transaction). ``values`` False
-        leaves the move values and counts out (``edge_value`` and ``edge_count`` are
-        None): enough for :meth:`shortest_tree`, :meth:`roots` and :meth:`leaves`.
-        ``workers`` > 1 plays the unlinked moves of large books on that many forked
-        processes."""
-        conn = book.conn
+    def load(cls, book: Book | sqlite3.Connection, spec: IndexSpec = IndexSpec()
+             ) -> BookIndex:
+        """Read the index ``spec`` describes from ``book`` (a :class:`Book` or a
+        connection to one), in one read transaction."""
+        conn = book.conn if isinstance(book, Book) else book
         own = not conn.in_transaction
         if own:  # one snapshot of the book for all the queries
             conn.execute("BEGIN")
         try:
-            return cls._load(conn, values, workers)
+            return cls._load(conn, spec)
         finally:
             if own and conn.in_transaction:
                 conn.execute("COMMIT")
 
     @classmethod
-    def _load(cls, conn: sqlite3.Connection, values: bool, workers: int) -> BookIndex:
-        ids, ply, visits, minimax = sql_int_columns(
-            conn, "SELECT id, ply, visits, minimax_value FROM positions ORDER BY id",
-            ["id", "ply", "visits", "minimax_value"])
-        if np.any(ids[1:] <= ids[:-1]):
-            order = np.argsort(ids, kind="stable")
-            ids, ply, visits, minimax = ids[order], ply[order], visits[order], minimax[order]
-        pids, move, names, value, count, child_ids = load_move_columns(conn, values)
-        rows, known = find_rows(ids, pids)
-        del pids
+    def _load(cls, conn: sqlite3.Connection, spec: IndexSpec) -> BookIndex:
+        ids, columns = load_position_columns(conn, spec.positions)
+        moves = load_move_columns(conn, spec.rows, spec.values, spec.edges)
+        rows, known = find_rows(ids, moves.pids)
         if not known.all():  # moves of positions missing from the book: ignored
-            rows, move, child_ids = rows[known], move[known], child_ids[known]
-            if value is not None and count is not None:
-                value, count = value[known], count[known]
+            rows, moves = rows[known], moves.take(known)
+        child_ids = moves.child
+        moves.pids = moves.child = np.empty(0, dtype=np.int64)
         indptr = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(ids)), out=indptr[1:])
         linked = child_ids != NULL
@@ -119,11 +171,65 @@ class BookIndex:
         start = conn.execute("SELECT id FROM positions WHERE sfen = ?",
                              (STARTPOS_SFEN,)).fetchone()
         start_row = int(find_rows(ids, np.array([start[0]]))[0][0]) if start else -1
-        index = cls(conn, ids, ply, visits, minimax, indptr, names, move, value, count,
-                    child, linked, start_row)
-        if not linked.all():
-            resolve_children(conn, index, rows, workers)
+        sfens = load_sfens(conn) if spec.sfens else None
+        if sfens is not None and len(sfens) != len(ids):
+            raise RuntimeError("the book changed while it was read")
+        index = cls(conn, spec, ids, columns, indptr, moves.names, moves.move, child, linked,
+                    moves.values, start_row, edge_count=moves.count, edge_own=moves.own,
+                    edge_depth=moves.depth, edge_ponder=moves.ponder,
+                    ponder_names=moves.ponder_names, sfens=sfens)
+        if spec.resolve_children and not linked.all():
+            resolve_children(conn, index, rows, spec.workers)
         return index
+
+    # -- columns --------------------------------------------------------------
+
+    def column(self, name: str) -> np.ndarray:
+        """The position column ``name`` by row (:data:`NULL` for an SQL NULL)."""
+        try:
+            return self.columns[name]
+        except KeyError:
+            raise ValueError(f"BookIndex loaded without the position column {name!r}"
+                             ) from None
+
+    @property
+    def ply(self) -> Mapping[int, int | None]:
+        return _ColumnLookup(self, self.column("ply"))
+
+    @property
+    def visits(self) -> Mapping[int, int | None]:
+        return _ColumnLookup(self, self.column("visits"))
+
+    @property
+    def minimax(self) -> Mapping[int, int]:
+        return _ColumnLookup(self, self.column("minimax_value"), skip_null=True)
+
+    def sfens(self) -> list[str]:
+        """The sfen of every row (read with the index: ``IndexSpec(sfens=True)``)."""
+        if self._sfens is None:
+            raise ValueError("BookIndex loaded without sfens")
+        return self._sfens
+
+    def value_column(self, values: ValueColumn | None = None) -> np.ndarray:
+        """The edges' value column ``values`` (default: the index's value)."""
+        if values is None and self.spec.values:
+            values = self.spec.values[0]
+        if values is None or values not in self.edge_values:
+            raise ValueError(f"BookIndex loaded without {values or 'values'}")
+        return self.edge_values[values]
+
+    def own_mask(self) -> np.ndarray:
+        """Which edges are the book's own moves (IndexSpec ``edges`` with ``own``, or
+        ``rows`` OWN)."""
+        if self.edge_own is None:
+            if self.spec.rows == MoveRows.OWN:
+                return np.ones(len(self.edge_move), dtype=bool)
+            raise ValueError("BookIndex loaded without the own moves mask")
+        return self.edge_own
+
+    def edge_rows(self) -> np.ndarray:
+        """The row (source position) of each edge."""
+        return np.repeat(np.arange(len(self.ids), dtype=np.int32), self.degree)
 
     # -- lookups ------------------------------------------------------------
 
@@ -136,26 +242,23 @@ class BookIndex:
         """Rows of the positions ``pids`` (all in the book)."""
         return find_rows(self.ids, pids)[0]
 
-    def _values(self) -> tuple[np.ndarray, np.ndarray]:
-        if self.edge_value is None or self.edge_count is None:
-            raise ValueError("BookIndex loaded without values")
-        return self.edge_value, self.edge_count
-
     def _edge_objects(self, row: int) -> list[BookEdge]:
-        edge_value, edge_count = self._values()
+        edge_value = self.value_column()
+        if self.edge_count is None:
+            raise ValueError("BookIndex loaded without counts")
         edges = []
         for e in range(int(self.indptr[row]), int(self.indptr[row + 1])):
             value = int(edge_value[e])
             child = int(self.edge_child[e])
             edges.append(BookEdge(self.move_names[self.edge_move[e]],
-                                  None if value == NULL else value, int(edge_count[e]),
+                                  None if value == NULL else value, int(self.edge_count[e]),
                                   None if child < 0 else int(self.ids[child])))
         return edges
 
     def with_moves_rows(self) -> np.ndarray:
         """Rows with book moves, shallow first (unknown ply last), then by id."""
         rows = np.flatnonzero(self.has_moves)
-        ply = self.ply_column[rows]
+        ply = self.column("ply")[rows]
         unknown = ply == NULL
         return rows[np.lexsort((rows, np.where(unknown, 0, ply), unknown))]
 
@@ -168,9 +271,10 @@ class BookIndex:
         row = self.row(pid)
         if row is None:
             return None
-        if self.minimax_column[row] != NULL:
-            return int(self.minimax_column[row])
-        values = self._values()[0][self.indptr[row]:self.indptr[row + 1]]
+        minimax = self.column("minimax_value")
+        if minimax[row] != NULL:
+            return int(minimax[row])
+        values = self.value_column()[self.indptr[row]:self.indptr[row + 1]]
         values = values[values != NULL]
         return int(values.max()) if len(values) else None
 
@@ -182,16 +286,29 @@ class BookIndex:
             return None
         return max(edges, key=lambda e: (e.value, e.count, e.move))
 
-    def _edge_sources(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.ids), dtype=np.int32), np.diff(self.indptr))
-
-    def best_values(self) -> np.ndarray:
-        """Each row's best move value (:data:`NULL` when it has no move with a value)."""
+    def best_values(self, own_only: bool = False, values: ValueColumn | None = None
+                    ) -> np.ndarray:
+        """Each row's best move value (:data:`NULL` when it has no move with a value),
+        of the value column ``values`` (default: the index's value); ``own_only``:
+        over the book's own moves only (:meth:`own_mask`)."""
+        column = self.value_column(values)
+        if own_only:
+            column = np.where(self.own_mask(), column, NULL)
         best = np.full(len(self.ids), NULL, dtype=np.int64)
         rows = np.flatnonzero(self.has_moves)
         if len(rows):  # NULL is the smallest int64: max() skips it
-            best[rows] = np.maximum.reduceat(self._values()[0], self.indptr[rows])
+            best[rows] = np.maximum.reduceat(column, self.indptr[rows])
         return best
+
+    def total_counts(self) -> np.ndarray:
+        """Each row's sum of its moves' counts (0 when it has no move)."""
+        if self.edge_count is None:
+            raise ValueError("BookIndex loaded without counts")
+        total = np.zeros(len(self.ids), dtype=np.int64)
+        rows = np.flatnonzero(self.has_moves)
+        if len(rows):
+            total[rows] = np.add.reduceat(self.edge_count, self.indptr[rows])
+        return total
 
     def root_rows(self) -> np.ndarray:
         """Rows of :meth:`roots`."""
@@ -213,7 +330,7 @@ class BookIndex:
         inner = self.edge_child >= 0
         inner[inner] = self.has_moves[self.edge_child[inner]]
         has_inner = np.zeros(len(self.ids), dtype=bool)
-        has_inner[self._edge_sources()[inner]] = True
+        has_inner[self.edge_rows()[inner]] = True
         rows = self.with_moves_rows()
         return rows[~has_inner[rows]]
 
@@ -236,7 +353,7 @@ class BookIndex:
             order = np.argsort(owner * 2 + ~self.edge_linked[edges], kind="stable")
             edges, owner = edges[order], owner[order]
             top = best[frontier][owner]
-            value = self._values()[0][edges]
+            value = self.value_column()[edges]
             child = self.edge_child[edges]
             follow = (top == NULL) | ((value != NULL) & (value >= top - margin))
             follow &= child >= 0
@@ -344,7 +461,9 @@ class _SfenLookup(_RowMapping):
         self._conn = conn
 
     def __getitem__(self, pid: int) -> str:
-        self._row(pid)
+        row = self._row(pid)
+        if self._index._sfens is not None:
+            return self._index._sfens[row]
         return self._conn.execute("SELECT sfen FROM positions WHERE id = ?",
                                   (int(pid),)).fetchone()[0]
 

@@ -10,7 +10,10 @@ The readers of each command keep their own choice (``docs/schema.md``):
 - grow, stats, report, suites, export ``--values raw``, merge and the
   "is it a book move" test of ``refine mistakes`` read the own moves;
 - ``refine minimax`` reads every row (its earlier transposition rows are
-  flagged), as do export ``--values minimax``, :class:`BookIndex` and the blend
+  flagged), as do export ``--values minimax``, ``refine search``, ``refine
+  mistakes`` and ``starts`` (through
+  :class:`~bookgen.store.index.BookIndex`, whose
+  :class:`~bookgen.store.index.IndexSpec` names its rows) and the blend
   evaluator's book moves.
 
 :func:`begin` and :func:`commit` bracket reads that must see one snapshot.

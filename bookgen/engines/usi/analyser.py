@@ -34,15 +34,23 @@ from collections.abc import Iterable, Mapping, Sequence
 import cshogi
 
 from bookgen.engines.protocols import Evaluation, EvaluatorBase, EvaluatorError
-from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
+from bookgen.engines.restart import (
+    EngineFailed,
+    EngineLabel,
+    RestartPolicy,
+    SearchLimits,
+    is_gpsshogi,
+    run_with_restarts,
+    search_stop_grace,
+    start_engine,
+)
+from bookgen.engines.usi.client import UsiEngine, UsiError
 from bookgen.engines.usi.protocol import InfoLine, UsiSearch, printable
 from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
 from bookgen.values import cp_to_value
 
-__all__ = ["BadOutput", "UsiEvaluator", "parse_options"]
-
-DEFAULT_BYOYOMI = 1000
+__all__ = ["BadOutput", "UsiEvaluator", "evaluator_label", "parse_options"]
 
 
 class BadOutput(Exception):
@@ -67,6 +75,13 @@ def parse_options(pairs: Iterable[str]) -> dict[str, str]:
             raise BookgenError(f"bad engine option {pair!r}: contains a line break")
         options[name] = value.strip()
     return options
+
+
+def evaluator_label(command: str) -> EngineLabel:
+    """How a USI evaluator words its start errors (grow's and self-play's MCTS texts)."""
+    return EngineLabel(f"USI engine {command!r}", f"cannot start USI engine {command!r}",
+                       "{name}: gpsusi aborts on 'go nodes', 'go movetime' and 'go depth'; "
+                       "use byoyomi instead", EvaluatorError)
 
 
 def _score(info: InfoLine) -> int:
@@ -98,10 +113,10 @@ class UsiEvaluator(EvaluatorBase):
                  movetime: int | None = None, depth: int | None = None, multipv: int = 4,
                  multipv_margin: int = 100, max_multipv: int = 16, temperature: float = 100.0,
                  timeout: float | None = None, restarts: int = 3, coef: float = 756.0) -> None:
-        for label, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
-                             ("depth", depth)):
+        for name, value in (("nodes", nodes), ("byoyomi", byoyomi), ("movetime", movetime),
+                            ("depth", depth)):
             if value is not None and (not isinstance(value, int) or value <= 0):
-                raise EvaluatorError(f"usi evaluator: {label} must be a positive integer, "
+                raise EvaluatorError(f"usi evaluator: {name} must be a positive integer, "
                                      f"not {value!r}")
         if multipv < 1 or max_multipv < 1:
             raise EvaluatorError("usi evaluator: multipv and max_multipv must be at least 1")
@@ -109,40 +124,31 @@ class UsiEvaluator(EvaluatorBase):
             raise EvaluatorError("usi evaluator: temperature must be positive")
         if restarts < 0:
             raise EvaluatorError("usi evaluator: restarts must be 0 or more")
-        if nodes is None and byoyomi is None and movetime is None and depth is None:
-            byoyomi = DEFAULT_BYOYOMI
+        limits = SearchLimits(nodes, byoyomi, movetime, depth).or_default()
         self.spec = "usi:" + command
         self.command = command
-        self.nodes, self.byoyomi, self.movetime, self.depth = nodes, byoyomi, movetime, depth
+        self.limits = limits
         self.multipv = multipv
         self.multipv_margin = multipv_margin
         self.max_multipv = max_multipv
         self.temperature = temperature
         self.timeout = timeout
         self.restarts = restarts
+        self.policy = RestartPolicy(restarts)
         self.coef = coef
         self.searches = 0
         self.closed = False
         self.engine: UsiEngine | None = None
-        try:
-            self.engine = UsiEngine(command, options=dict(options or {}),
-                                    stop_grace=5.0 if timeout is None else min(5.0, timeout))
-        except UsiOptionError as exc:
-            raise EvaluatorError(f"USI engine {command!r}: {exc}") from exc
-        except UsiError as exc:
-            raise EvaluatorError(f"cannot start USI engine {command!r}: {exc}") from exc
-        name = self.engine.name or ""
-        if name.startswith("gpsshogi") and (nodes, movetime, depth) != (None, None, None):
-            self.close()
-            raise EvaluatorError(f"{name}: gpsusi aborts on 'go nodes', 'go movetime' and "
-                                 "'go depth'; use byoyomi instead")
+        label = evaluator_label(command)
+        self.engine = start_engine(command, options, limits, label,
+                                   stop_grace_s=search_stop_grace(timeout))
         self.multipv_option = next(
             (o.name for o in self.engine.options.values() if o.name.lower() == "multipv"), None)
         try:
             self.engine.new_game()
         except UsiError as exc:
             self.close()
-            raise EvaluatorError(f"USI engine {command!r}: {exc}") from exc
+            raise label.failure(exc) from exc
 
     @property
     def engine_restarts(self) -> int:
@@ -168,18 +174,17 @@ class UsiEvaluator(EvaluatorBase):
         if self.engine is None or self.closed:
             raise EvaluatorError(f"{self.spec}: the evaluator is closed")
         sfen = board.sfen()
-        errors: list[str] = []
-        for attempt in range(self.restarts + 1):
-            try:
-                if attempt > 0 or not self.engine.alive:
-                    self.engine.restart()
-                    self.engine.new_game()
-                return self._analyse(sfen, legal)
-            except (UsiError, BadOutput) as exc:
-                errors.append(str(exc))
-        raise EvaluatorError(
-            f"USI engine {self.engine.name or self.command!r} failed {len(errors)} times on "
-            f"sfen {sfen} (restarted up to {self.restarts} times); last error: {errors[-1]}")
+        engine = self.engine
+        try:
+            evaluation, _restarts = run_with_restarts(
+                engine, lambda: self._analyse(sfen, legal), self.policy,
+                retried=(UsiError, BadOutput), after_restart=engine.new_game)
+        except EngineFailed as failed:
+            raise EvaluatorError(
+                f"USI engine {engine.name or self.command!r} failed {len(failed.errors)} times "
+                f"on sfen {sfen} (restarted up to {self.restarts} times); last error: "
+                f"{failed.last}") from None
+        return evaluation
 
     def _search(self, sfen: str, legal: set[str], k: int | None = None) -> UsiSearch:
         assert self.engine is not None
@@ -187,8 +192,7 @@ class UsiEvaluator(EvaluatorBase):
             if self.engine.applied_options.get(self.multipv_option) != str(k):
                 self.engine.setoption(self.multipv_option, k)
         self.engine.position(sfen)
-        result = self.engine.go(nodes=self.nodes, byoyomi=self.byoyomi,
-                                movetime=self.movetime, depth=self.depth, timeout=self.timeout)
+        result = self.engine.go(**self.limits.go(), timeout=self.timeout)
         self.searches += 1
         if result.bestmove is None and not (result.resign or result.win):
             raise BadOutput(f"no bestmove in the engine's answer "
@@ -268,8 +272,8 @@ class UsiEvaluator(EvaluatorBase):
             return Evaluation(moves=[], priors=[], value=value, move_values=[],
                               depth=best.depth or 0 if best else 0, nodes=result.nodes or 0,
                               mate=best.mate if best else None)
-        hint = " (gpsusi: set BookDepth=0)" if (self.engine and self.engine.name or ""
-                                                ).startswith("gpsshogi") else ""
+        hint = " (gpsusi: set BookDepth=0)" if self.engine and is_gpsshogi(
+            self.engine.name) else ""
         raise EvaluatorError(
             f"USI engine {self.engine.name if self.engine else self.command!r} answered "
             f"bestmove {result.bestmove} without any score on sfen {sfen}{hint}; "
