@@ -30,7 +30,7 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,6 +40,7 @@ from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
 from bookgen.engines.players import open_player
 from bookgen.engines.protocols import Player
+from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
 from bookgen.formats.positions import read_openings
@@ -68,7 +69,7 @@ def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = ()
     options). An engine failure loses the game, and the engine restarts before its
     next game."""
     return PlayerSettings.parse(spec, name=name, options=options, builtin=MATCH_BUILTIN,
-                                on_failure="forfeit")
+                                restarts=RestartPolicy(on_failure="forfeit"))
 
 
 @dataclass(frozen=True)
@@ -352,14 +353,15 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
 
+    # A USI player searches by the game's clock; its limits here are the node control,
+    # which gpsshogi aborts on (it then refuses to start).
+    specs = {name: replace(spec, limits=SearchLimits(nodes=control.nodes))
+             for name, spec in specs.items()}
     # Start every player once here: bad commands and options fail before any game.
     identities: dict[str, tuple[str | None, str | None]] = {}
     for name, spec in specs.items():
         player = open_player(spec)
         try:
-            if control.nodes is not None and getattr(player, "is_gpsshogi", False):
-                raise BookgenError(f"player {name}: gpsshogi aborts on 'go nodes'; "
-                                   "use --byoyomi or --time")
             identities[name] = (player.engine_name, player.engine_author)
         finally:
             player.close()

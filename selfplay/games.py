@@ -60,9 +60,10 @@ import cshogi
 import numpy as np
 
 from bookgen.engines.factory import default_batch_size
-from bookgen.engines.player_settings import MctsPlay, PlayerSettings, SearchLimits
+from bookgen.engines.player_settings import MctsPlay, PlayerSettings
 from bookgen.engines.players import open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
+from bookgen.engines.restart import SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError
 from bookgen.files import AtomicFile, check_output

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import cshogi
@@ -14,14 +15,10 @@ import pytest
 from bookgen.engines.builtin.analyser import BuiltinEvaluator
 from bookgen.engines.builtin.player import BuiltinPlayer
 from bookgen.engines.mcts_player import MctsPlayer
-from bookgen.engines.player_settings import (
-    BuiltinPlay,
-    MctsPlay,
-    PlayerSettings,
-    SearchLimits,
-)
+from bookgen.engines.player_settings import BuiltinPlay, MctsPlay, PlayerSettings
 from bookgen.engines.players import open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, PlayerFailure
+from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.engines.usi.player import UsiPlayer
 from bookgen.errors import BookgenError
 from bookgen.play.clock import ClockState, TimeControl
@@ -31,6 +28,7 @@ from conftest import PYTHON
 FAKES = Path(__file__).resolve().parent / "fake_engines"
 DECLARATION_SFEN = "RRBBG4/GGSSK4/NN7/9/9/9/9/9/8k b 2P 1"
 RNG = np.random.default_rng(0)
+FORFEIT = RestartPolicy(on_failure="forfeit")
 
 
 def fake(*args: object, engine: str = "fake_engine.py") -> str:
@@ -174,7 +172,7 @@ def test_usi_start_failures_name_the_engine_or_the_player():
         open_player(PlayerSettings.parse("usi:/nonexistent/x"))
     with pytest.raises(EvaluatorError, match="player a: cannot start '/nonexistent/x'"):
         open_player(PlayerSettings.parse("usi:/nonexistent/x", name="a",
-                                         on_failure="forfeit"))
+                                         restarts=FORFEIT))
     with pytest.raises(EvaluatorError, match="USI engine .*NoSuchOption"):
         open_player(PlayerSettings.parse(fake(), options=(("NoSuchOption", "1"),)))
     with pytest.raises(EvaluatorError, match="player a: .*NoSuchOption"):
@@ -201,7 +199,8 @@ def test_retry_restarts_a_crashed_engine_and_searches_again(tmp_path):
     (("--hang-on-go", "1"), "no bestmove"),        # never answers
 ])
 def test_retry_gives_up_after_its_restarts(args, error):
-    player = open_player(PlayerSettings.parse(fake(*args), restarts=1, engine_timeout_s=0.5))
+    player = open_player(PlayerSettings.parse(fake(*args), restarts=RestartPolicy(retries=1),
+                                              engine_timeout_s=0.5))
     try:
         with pytest.raises(EvaluatorError, match=f"failed 2 times .*restarted up to 1 "
                                                  f"times.*{error}"):
@@ -213,7 +212,7 @@ def test_retry_gives_up_after_its_restarts(args, error):
 def test_forfeit_loses_the_game_and_restarts_before_the_next(tmp_path):
     log = tmp_path / "log"
     player = UsiPlayer(PlayerSettings.parse(fake("--crash-on-go", "2", "--log", log),
-                                            name="c", on_failure="forfeit"))
+                                            name="c", restarts=FORFEIT))
     nodes = ClockState.start(TimeControl(nodes=10))
     try:
         player.new_game()
@@ -236,7 +235,7 @@ def test_forfeit_loses_the_game_and_restarts_before_the_next(tmp_path):
 ])
 def test_forfeit_a_hung_engine(control, reason):
     player = UsiPlayer(PlayerSettings.parse(fake(engine="hang_engine.py"), name="h",
-                                            on_failure="forfeit"))
+                                            restarts=FORFEIT))
     try:
         with pytest.raises(PlayerFailure) as failure:
             player.choose(GameState("startpos"), ClockState.start(control), RNG)
@@ -248,10 +247,27 @@ def test_forfeit_a_hung_engine(control, reason):
 
 def test_garbage_is_skipped_and_an_illegal_move_is_returned_for_the_rules_to_judge():
     player = UsiPlayer(PlayerSettings.parse(fake(engine="garbage_engine.py"), name="g",
-                                            on_failure="forfeit"))
+                                            restarts=FORFEIT))
     try:
         choice = player.choose(GameState("startpos"), ClockState.start(TimeControl(nodes=1)),
                                RNG)
         assert choice.move == "9a9a" and GameState("startpos").legal_move("9a9a") is None
+    finally:
+        player.close()
+
+
+def test_gpsshogi_is_refused_under_limits_it_aborts_on():
+    gpsusi = "usi:/usr/games/gpsusi"
+    with pytest.raises(EvaluatorError, match=r"^gpsshogi.*: gpsusi aborts on 'go nodes' and "
+                                             r"'go movetime'; use byoyomi$"):
+        open_player(PlayerSettings.parse(gpsusi, limits=SearchLimits(movetime_ms=100)))
+    from bookgen.analysis.match import match_player
+
+    with pytest.raises(EvaluatorError, match=r"^player g: gpsshogi aborts on 'go nodes'; use "
+                                             r"--byoyomi or --time$"):
+        open_player(replace(match_player("g", gpsusi), limits=SearchLimits(nodes=100)))
+    player = open_player(match_player("g", gpsusi))   # under a clock: fine
+    try:
+        assert player.engine_name.startswith("gpsshogi")
     finally:
         player.close()

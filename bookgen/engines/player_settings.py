@@ -4,20 +4,20 @@
 Self-play and matches build them from the command line and differ only in
 their fields: the built-in player's strength (self-play: depth 4 / 40,000
 nodes; a match: depth 64 / 20,000 nodes), and what a USI engine's failure
-does (:attr:`PlayerSettings.on_failure`).
+does (:attr:`PlayerSettings.restarts`, a
+:class:`~bookgen.engines.restart.RestartPolicy`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES
+from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
 
-__all__ = ["BuiltinPlay", "MctsPlay", "OnFailure", "PlayerSettings", "SearchLimits"]
-
-OnFailure = Literal["retry", "forfeit"]
+__all__ = ["BuiltinPlay", "MctsPlay", "PlayerSettings"]
 
 
 @dataclass(frozen=True)
@@ -45,16 +45,6 @@ class MctsPlay:
 
 
 @dataclass(frozen=True)
-class SearchLimits:
-    """A USI engine's ``go`` limits when the game has no clock (None: not sent;
-    none at all: byoyomi 1000)."""
-
-    nodes: int | None = None
-    byoyomi_ms: int | None = None
-    movetime_ms: int | None = None
-
-
-@dataclass(frozen=True)
 class PlayerSettings:
     """Everything needed to open a player in any process (picklable).
 
@@ -64,12 +54,14 @@ class PlayerSettings:
     built-in player's ``depth`` and ``nodes`` (as text, checked when the
     player opens). ``builtin`` is the built-in player's strength without
     those options, ``mcts`` an MCTS player's search. A USI engine without a
-    clock searches with ``limits`` and waits ``engine_timeout_s`` at most
-    (None: the client's default for the limits). ``on_failure``: what a USI
-    engine's crash, hang or broken protocol does: ``retry`` restarts it and
-    searches again, up to ``restarts`` times, then fails the run;
-    ``forfeit`` loses the game (:class:`~bookgen.engines.protocols.PlayerFailure`)
-    and restarts the engine before its next game.
+    clock searches with ``limits`` (none: byoyomi 1000) and waits
+    ``engine_timeout_s`` at most (None: the client's default for the limits);
+    gpsshogi refuses to start under limits it aborts on. ``restarts``: what a
+    USI engine's crash, hang or broken protocol does: ``"retry"`` restarts it
+    and searches again, up to ``retries`` times, then fails the run;
+    ``"forfeit"`` loses the game
+    (:class:`~bookgen.engines.protocols.PlayerFailure`) and restarts the
+    engine before its next game.
     """
 
     spec: EngineSpec
@@ -79,8 +71,7 @@ class PlayerSettings:
     mcts: MctsPlay = field(default_factory=MctsPlay)
     limits: SearchLimits = field(default_factory=SearchLimits)
     engine_timeout_s: float | None = None
-    on_failure: OnFailure = "retry"
-    restarts: int = 3
+    restarts: RestartPolicy = field(default_factory=RestartPolicy)
 
     @classmethod
     def parse(cls, text: str, **fields: Any) -> PlayerSettings:

@@ -4,12 +4,13 @@ Under a clock (a match) it is sent ``go btime wtime`` with ``binc winc`` or
 ``byoyomi`` from the clocks, or ``go nodes N`` under a node control, and is
 waited for as long as its clock allows (margin included). Without a clock
 (self-play) it searches with fixed limits
-(:class:`~bookgen.engines.player_settings.SearchLimits`). ``bestmove resign``
+(:class:`~bookgen.engines.restart.SearchLimits`). ``bestmove resign``
 resigns, ``bestmove win`` declares.
 
-What a failure (crash, hang, broken protocol) does is its settings'
-``on_failure``: ``retry`` (self-play) restarts the engine and searches again,
-up to ``restarts`` times, then raises
+The engine starts and restarts through :mod:`bookgen.engines.restart`. What
+a failure (crash, hang, broken protocol) does is its settings'
+:class:`~bookgen.engines.restart.RestartPolicy`: ``retry`` (self-play)
+restarts the engine and searches again, up to ``retries`` times, then raises
 :class:`~bookgen.engines.protocols.EvaluatorError`; ``forfeit`` (a match)
 raises :class:`~bookgen.engines.protocols.PlayerFailure` at once (the game is
 lost) and restarts the engine before its next game.
@@ -22,13 +23,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, PlayerFailure
-from bookgen.engines.usi.client import (
-    EngineCrashed,
-    EngineTimeout,
-    UsiEngine,
-    UsiError,
-    UsiOptionError,
+from bookgen.engines.restart import (
+    EngineFailed,
+    EngineLabel,
+    run_with_restarts,
+    start_engine,
 )
+from bookgen.engines.usi.client import EngineCrashed, EngineTimeout, UsiError
 from bookgen.engines.usi.protocol import UsiSearch
 from bookgen.play.clock import BLACK, WHITE, ClockState
 from bookgen.play.rules import GameState, Reason
@@ -38,18 +39,32 @@ if TYPE_CHECKING:
 
     from bookgen.engines.player_settings import PlayerSettings
 
-__all__ = ["DEFAULT_BYOYOMI", "UsiPlayer"]
+__all__ = ["UsiPlayer", "player_label"]
 
-DEFAULT_BYOYOMI = 1000
 FORFEIT_GRACE = 1.0   # seconds an engine past its time gets to answer ``stop`` (and ``quit``)
+
+
+def player_label(settings: PlayerSettings) -> EngineLabel:
+    """How a player's start failures are worded: a match's player by its name,
+    self-play's by its engine command (the texts each has always printed)."""
+    command = settings.spec.argument
+    if settings.name is not None:
+        name = settings.name
+        return EngineLabel(f"player {name}", f"player {name}: cannot start {command!r}",
+                           f"player {name}: gpsshogi aborts on 'go nodes'; use --byoyomi or "
+                           "--time", EvaluatorError)
+    return EngineLabel(f"USI engine {command!r}", f"cannot start USI engine {command!r}",
+                       "{name}: gpsusi aborts on 'go nodes' and 'go movetime'; use byoyomi",
+                       EvaluatorError)
 
 
 class UsiPlayer:
     """A USI engine, started at construction (see the module docstring).
 
     ``clock`` times its moves (see :class:`bookgen.engines.usi.client.UsiEngine`);
-    the default is the real one. An engine that cannot start, or rejects
-    an option, raises :class:`~bookgen.engines.protocols.EvaluatorError`.
+    the default is the real one. An engine that cannot start, rejects an
+    option, or is gpsshogi under limits it aborts on raises
+    :class:`~bookgen.engines.protocols.EvaluatorError`.
     """
 
     honours_clock = True
@@ -58,40 +73,18 @@ class UsiPlayer:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.command = command = settings.spec.argument
-        self.forfeit = settings.on_failure == "forfeit"
-        # Messages name a match's player ("player a: ..."), else the engine.
-        self.label = f"player {settings.name}" if settings.name is not None else None
-        given = settings.limits
-        limits = {"nodes": given.nodes, "byoyomi": given.byoyomi_ms,
-                  "movetime": given.movetime_ms}
-        if all(value is None for value in limits.values()):
-            limits["byoyomi"] = DEFAULT_BYOYOMI
-        self.limits = {k: v for k, v in limits.items() if v is not None}
+        self.policy = settings.restarts
+        self.forfeit = self.policy.on_failure == "forfeit"
+        self.label = player_label(settings)
+        self.limits = settings.limits.or_default().go()
         self.broken = False
-        try:
-            if self.forfeit:  # a game is lost anyway: no long wait for a late engine
-                self.engine = UsiEngine(command, options=dict(settings.options), clock=clock,
-                                        stop_grace=FORFEIT_GRACE, quit_grace=FORFEIT_GRACE)
-            else:
-                self.engine = UsiEngine(command, options=dict(settings.options), clock=clock)
-        except UsiOptionError as error:
-            raise EvaluatorError(f"{self.label}: {error}" if self.label
-                                 else f"USI engine {command!r}: {error}") from None
-        except UsiError as error:
-            raise EvaluatorError(f"{self.label}: cannot start {command!r}: {error}" if self.label
-                                 else f"cannot start USI engine {command!r}: {error}") from None
+        grace = FORFEIT_GRACE if self.forfeit else None  # a lost game waits for nobody
+        self.engine = start_engine(command, dict(settings.options), settings.limits,
+                                   self.label, stop_grace_s=grace, quit_grace_s=grace,
+                                   clock=clock)
         self.engine_name = self.engine.name
         self.engine_author = self.engine.author
         self.name = settings.name or self.engine.name or command
-        if self.is_gpsshogi and self.label is None and ("nodes" in self.limits
-                                                         or "movetime" in self.limits):
-            self.engine.close()
-            raise EvaluatorError(f"{self.name}: gpsusi aborts on 'go nodes' and 'go movetime'; "
-                                 "use byoyomi")
-
-    @property
-    def is_gpsshogi(self) -> bool:
-        return (self.engine_name or "").lower().startswith("gpsshogi")
 
     def new_game(self) -> None:
         if not self.forfeit:
@@ -107,11 +100,11 @@ class UsiPlayer:
             self.engine.new_game()
             self.engine.isready()
         except UsiError as error:
-            raise EvaluatorError(f"{self.label}: cannot restart {self.command!r}: "
-                                 f"{error}") from None
+            raise self.label.error(f"{self.label.prefix}: cannot restart {self.command!r}: "
+                                   f"{error}") from None
 
     def _limits(self, game: GameState, clock: ClockState | None
-                ) -> tuple[dict[str, int], float | None]:
+                ) -> tuple[dict[str, int | None], float | None]:
         """The ``go`` limits and the longest wait (seconds) for this move."""
         if clock is None:
             return self.limits, self.settings.engine_timeout_s
@@ -119,7 +112,8 @@ class UsiPlayer:
         if control.nodes is not None:
             return {"nodes": control.nodes}, control.engine_timeout
         remaining = clock.remaining_ms
-        limits = {"btime": max(0, remaining[BLACK]), "wtime": max(0, remaining[WHITE])}
+        limits: dict[str, int | None] = {"btime": max(0, remaining[BLACK]),
+                                         "wtime": max(0, remaining[WHITE])}
         if control.inc:
             limits.update(binc=control.inc, winc=control.inc)
         else:
@@ -129,11 +123,21 @@ class UsiPlayer:
     def choose(self, game: GameState, clock: ClockState | None,
                rng: np.random.Generator) -> MoveChoice:
         limits, timeout = self._limits(game, clock)
-        if self.forfeit:
-            result = self._search_once(game, limits, timeout,
-                                       clock is not None and clock.control.clocked)
-        else:
-            result = self._search_with_restarts(game, limits, timeout)
+
+        def search() -> UsiSearch:
+            self.engine.position(game.usi_position())
+            return self.engine.go(**limits, timeout=timeout)
+
+        try:
+            result, _restarts = run_with_restarts(self.engine, search, self.policy,
+                                                  after_restart=self.engine.new_game)
+        except EngineFailed as failed:
+            if self.forfeit:
+                self.broken = True  # restarted before its next game; its state is unknown
+                raise self._failure(failed.last, clock) from None
+            raise EvaluatorError(
+                f"USI engine {self.name!r} failed {len(failed.errors)} times (restarted up "
+                f"to {self.policy.retries} times); last error: {failed.last}") from None
         info = result.best
         score = info.score if info is not None and info.has_score else None
         elapsed = round(result.elapsed * 1000)
@@ -143,39 +147,17 @@ class UsiPlayer:
             return MoveChoice(resign=True, score_cp=score, elapsed_ms=elapsed)
         return MoveChoice(result.bestmove, result.bestmove, score, elapsed_ms=elapsed)
 
-    def _search_once(self, game: GameState, limits: dict[str, int], timeout: float | None,
-                     clocked: bool) -> UsiSearch:
-        """One search; a failure loses the game (the engine restarts before the next)."""
-        try:
-            self.engine.position(game.usi_position())
-            return self.engine.go(**limits, timeout=timeout)
-        except EngineTimeout as error:
-            self.broken = True  # restarted before its next game; its state is unknown
-            reason = Reason.TIME_FORFEIT if clocked else Reason.ENGINE_FAILURE
-            raise PlayerFailure(reason, f"no bestmove in time ({error})") from None
-        except EngineCrashed as error:
-            self.broken = True
-            raise PlayerFailure(Reason.ENGINE_FAILURE, f"engine crashed ({error})") from None
-        except UsiError as error:
-            self.broken = True
-            raise PlayerFailure(Reason.ENGINE_FAILURE, str(error)) from None
-
-    def _search_with_restarts(self, game: GameState, limits: dict[str, int],
-                              timeout: float | None) -> UsiSearch:
-        """The search, restarting the engine after each failure, ``restarts`` times at most."""
-        restarts = self.settings.restarts
-        errors: list[str] = []
-        for attempt in range(restarts + 1):
-            try:
-                if attempt > 0 or not self.engine.alive:
-                    self.engine.restart()
-                    self.engine.new_game()
-                self.engine.position(game.usi_position())
-                return self.engine.go(**limits, timeout=timeout)
-            except UsiError as error:
-                errors.append(str(error))
-        raise EvaluatorError(f"USI engine {self.name!r} failed {len(errors)} times "
-                             f"(restarted up to {restarts} times); last error: {errors[-1]}")
+    @staticmethod
+    def _failure(error: Exception, clock: ClockState | None) -> PlayerFailure:
+        """How a failed search loses the game: on time (a timeout under a clock) or as an
+        engine failure."""
+        if isinstance(error, EngineTimeout):
+            clocked = clock is not None and clock.control.clocked
+            return PlayerFailure(Reason.TIME_FORFEIT if clocked else Reason.ENGINE_FAILURE,
+                                 f"no bestmove in time ({error})")
+        if isinstance(error, EngineCrashed):
+            return PlayerFailure(Reason.ENGINE_FAILURE, f"engine crashed ({error})")
+        return PlayerFailure(Reason.ENGINE_FAILURE, str(error))
 
     def close(self) -> None:
         self.engine.close()
