@@ -38,7 +38,7 @@ import cshogi
 
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
-from bookgen.engines.players import open_player
+from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import Player
 from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.errors import BookgenError
@@ -180,14 +180,6 @@ def play_task(task: GameTask, players: dict[str, Player], settings: MatchSetting
 # running games: in this process, or in worker processes
 
 
-def _close_all(players: dict[str, Player]) -> None:
-    for player in players.values():
-        try:
-            player.close()
-        except Exception:  # closing must not hide the error that ended the run
-            pass
-
-
 class _Players:
     """Players by name, built when first needed."""
 
@@ -202,7 +194,7 @@ class _Players:
         return self.built
 
     def close(self) -> None:
-        _close_all(self.built)
+        close_players(self.built.values())
         self.built.clear()
 
 

@@ -61,7 +61,7 @@ import numpy as np
 
 from bookgen.engines.factory import default_batch_size
 from bookgen.engines.player_settings import MctsPlay, PlayerSettings
-from bookgen.engines.players import open_player
+from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
 from bookgen.engines.restart import SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
@@ -114,14 +114,6 @@ def open_players(black: PlayerSettings, white: PlayerSettings) -> dict[int, Play
         first.close()
         raise
     return {cshogi.BLACK: first, cshogi.WHITE: second}
-
-
-def close_players(players: dict[int, Player]) -> None:
-    for player in {id(p): p for p in players.values()}.values():
-        try:
-            player.close()
-        except Exception:  # closing must not hide the error that ended the run
-            pass
 
 
 # --------------------------------------------------------------------------
@@ -277,7 +269,7 @@ def _worker_init(black: PlayerSettings, white: PlayerSettings, starts: np.ndarra
     global _worker_starts, _worker_settings
     _worker_starts, _worker_settings = starts, settings
     _worker_players.update(open_players(black, white))
-    atexit.register(close_players, _worker_players)
+    atexit.register(lambda: close_players(_worker_players.values()))
 
 
 def _worker_play(index: int) -> GameRecord:
@@ -377,10 +369,10 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *,
             players = open_players(black_config, white_config)
             runner: TaskRunner[int, GameRecord] = LocalRunner(
                 lambda index: play_from_starts(index, start_records, players, settings),
-                lambda: close_players(players))
+                lambda: close_players(players.values()))
         else:
             # Fail on a bad player here, not as a broken pool in the workers.
-            close_players(open_players(black_config, white_config))
+            close_players(open_players(black_config, white_config).values())
             runner = PoolRunner(workers, _worker_play, _worker_init,
                                 (black_config, white_config, start_records, settings))
     except EvaluatorError as error:

@@ -271,3 +271,20 @@ def test_gpsshogi_is_refused_under_limits_it_aborts_on():
         assert player.engine_name.startswith("gpsshogi")
     finally:
         player.close()
+
+
+def test_close_players_closes_each_once_and_ignores_errors():
+    from bookgen.engines.players import close_players
+
+    class Closing:
+        def __init__(self, fail: bool) -> None:
+            self.closed, self.fail = 0, fail
+
+        def close(self) -> None:
+            self.closed += 1
+            if self.fail:
+                raise RuntimeError("already dead")
+
+    both, broken = Closing(False), Closing(True)
+    close_players([both, broken, both])
+    assert (both.closed, broken.closed) == (1, 1)

@@ -20,12 +20,12 @@ Each implements :class:`bookgen.engines.protocols.Player`; its settings are a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from bookgen.engines.player_settings import PlayerSettings
 from bookgen.engines.protocols import Player
 
-__all__ = ["open_player"]
+__all__ = ["close_players", "open_player"]
 
 
 def open_player(settings: PlayerSettings,
@@ -43,3 +43,13 @@ def open_player(settings: PlayerSettings,
         from bookgen.engines.mcts_player import MctsPlayer
         return MctsPlayer(settings)
     raise ValueError(f"{settings.spec} is not a player")
+
+
+def close_players(players: Iterable[Player]) -> None:
+    """Close each of ``players`` once (one object may play both sides); an error while
+    closing is ignored, so that it cannot hide the error that ended the run."""
+    for player in {id(p): p for p in players}.values():
+        try:
+            player.close()
+        except Exception:
+            pass
