@@ -3,9 +3,10 @@
 - :mod:`bookgen.analysis.suites`, :mod:`bookgen.analysis.record_suites`: ``bookgen suite``,
   from a book (dlshogi's make_gokaku_sfen rule) or from CSA/KIF game records
   (csa_to_gokakusfen; the records are read by :mod:`bookgen.formats.records`);
-- :mod:`bookgen.analysis.schedule`, :mod:`bookgen.analysis.players`, :mod:`bookgen.analysis.match`:
-  ``bookgen match``, colour-swapped pairs under runner-enforced rules
-  (:mod:`bookgen.play.rules`), written to results files (:mod:`bookgen.store.results`);
+- :mod:`bookgen.analysis.schedule`, :mod:`bookgen.analysis.match`: ``bookgen match``,
+  colour-swapped pairs of players (:mod:`bookgen.engines.players`) under
+  runner-enforced rules (:mod:`bookgen.play.rules`), written to results files
+  (:mod:`bookgen.store.results`);
 - :mod:`bookgen.analysis.results`: games read from results files and PGN files
   (:mod:`bookgen.formats.records` reads and writes PGN);
 - :mod:`bookgen.analysis.ratings`, :mod:`bookgen.analysis.bayeselo`: ``bookgen rate``

@@ -30,31 +30,46 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import cshogi
 
-from bookgen.analysis.players import Player, PlayerFailure, PlayerSpec, build_player
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
+from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
+from bookgen.engines.players import close_players, open_player
+from bookgen.engines.protocols import Player
+from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.errors import BookgenError
 from bookgen.files import write_error
 from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
 from bookgen.play.clock import TimeControl
-from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason, Result
+from bookgen.play.loop import GameRules, PlayedGame, play_game
+from bookgen.play.rules import DECLARATION_RULES, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
-from bookgen.timestamps import utc_now
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary", "parse_match_sprt",
-           "play_game", "run_match"]
+__all__ = ["MATCH_BUILTIN", "FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary",
+           "match_player", "parse_match_sprt", "play_task", "run_match"]
 
 RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRAW: "draw"}
+# The built-in player's strength in a match (self-play's is depth 4, 40,000 nodes).
+MATCH_BUILTIN = BuiltinPlay(depth=64, nodes=20_000)
+
+
+def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = ()
+                 ) -> PlayerSettings:
+    """The match player ``name``: ``builtin`` (depth 64, 20,000 nodes unless
+    ``options`` set ``depth``/``nodes``) or ``usi:COMMAND`` (``options``: its USI
+    options). An engine failure loses the game, and the engine restarts before its
+    next game."""
+    return PlayerSettings.parse(spec, name=name, options=options, builtin=MATCH_BUILTIN,
+                                restarts=RestartPolicy(on_failure="forfeit"))
 
 
 @dataclass(frozen=True)
@@ -62,34 +77,26 @@ class MatchSettings:
     """How every game of a match is played (picklable, sent to the workers)."""
 
     control: TimeControl
-    max_ply: int = 320
-    resign: int | None = None
-    resign_moves: int = 3
-    declaration_rule: str = "27"
+    rules: GameRules = GameRules()
 
 
 @dataclass
 class FinishedGame:
-    """A played game as the runner records it."""
+    """A played game of a match: its task and the game (:class:`PlayedGame`)."""
 
     task: GameTask
-    start_sfen: str
-    result: str
-    reason: str
-    detail: str
-    moves: list[str]
-    scores: list[int | None]
-    black_ms: int
-    white_ms: int
-    started_at: str
-    finished_at: str
-    wall_seconds: float
-    engine_seconds: float
+    played: PlayedGame
+
+    @property
+    def result(self) -> str:
+        """``black``, ``white`` or ``draw``."""
+        return RESULT_NAMES[self.played.outcome.result]
 
     @property
     def game(self) -> GameResult:
-        return GameResult(self.task.black, self.task.white, self.result, self.reason,
-                    len(self.moves), str(self.task.pair), self.task.opening, "")
+        return GameResult(self.task.black, self.task.white, self.result,
+                          str(self.played.outcome.reason), self.played.plies,
+                          str(self.task.pair), self.task.opening, "")
 
 
 # --------------------------------------------------------------------------
@@ -160,92 +167,41 @@ def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
 # one game
 
 
-def play_game(task: GameTask, players: dict[str, Player], settings: MatchSettings) -> FinishedGame:
-    """Play ``task`` between two players (by name) under the runner's rules."""
-    started_at, wall_start = utc_now(), time.perf_counter()
-    control = settings.control
-    game = GameState(task.opening, max_ply=None, declaration_rule=settings.declaration_rule,
-                     resign=settings.resign, resign_moves=settings.resign_moves)
-    game.max_ply = max(1, settings.max_ply - (game.board.move_number - 1))
+def play_task(task: GameTask, players: dict[str, Player], settings: MatchSettings
+              ) -> FinishedGame:
+    """Play ``task`` between two players (by name) under the runner's rules
+    (:func:`bookgen.play.loop.play_game`)."""
     sides = {cshogi.BLACK: players[task.black], cshogi.WHITE: players[task.white]}
-    for player in sides.values():
-        player.new_game()
-    clocks = {cshogi.BLACK: control.time or 0, cshogi.WHITE: control.time or 0}
-    used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
-    scores: list[int | None] = []
-    engine_seconds = 0.0
-    while game.outcome is None:
-        turn = game.turn
-        player = sides[turn]
-        move_start = time.perf_counter()
-        try:
-            reply = player.think(game, clocks, control)
-        except PlayerFailure as failure:
-            engine_seconds += time.perf_counter() - move_start
-            if failure.reason is Reason.TIME_FORFEIT:
-                game.forfeit_time(failure.detail)
-            else:
-                game.forfeit_failure(failure.detail)
-            break
-        engine_seconds += time.perf_counter() - move_start
-        used[turn] += reply.elapsed_ms
-        if control.clocked and player.spec.is_usi:
-            late = control.spend(clocks, turn, reply.elapsed_ms)
-            if late is not None:
-                game.forfeit_time(late)
-                break
-        if reply.declare:
-            game.declare()
-            break
-        if reply.resign:
-            game.resign("resigned")
-            break
-        if game.adjudicate(reply.score) is not None:
-            break
-        scores.append(reply.score)
-        game.push(reply.move or "")
-    outcome = game.outcome
-    assert outcome is not None
-    return FinishedGame(task, game.start_sfen, RESULT_NAMES[outcome.result], str(outcome.reason),
-                        outcome.detail, list(game.moves), scores[:len(game.moves)],
-                        used[cshogi.BLACK], used[cshogi.WHITE], started_at, utc_now(),
-                        time.perf_counter() - wall_start, engine_seconds)
+    return FinishedGame(task, play_game(task.opening, sides, settings.rules,
+                                        clock=settings.control))
 
 
 # --------------------------------------------------------------------------
 # running games: in this process, or in worker processes
 
 
-def _close_all(players: dict[str, Player]) -> None:
-    for player in players.values():
-        try:
-            player.close()
-        except Exception:  # closing must not hide the error that ended the run
-            pass
-
-
 class _Players:
     """Players by name, built when first needed."""
 
-    def __init__(self, specs: dict[str, PlayerSpec]) -> None:
+    def __init__(self, specs: dict[str, PlayerSettings]) -> None:
         self.specs = specs
         self.built: dict[str, Player] = {}
 
     def for_task(self, task: GameTask) -> dict[str, Player]:
         for name in (task.black, task.white):
             if name not in self.built:
-                self.built[name] = build_player(self.specs[name])
+                self.built[name] = open_player(self.specs[name])
         return self.built
 
     def close(self) -> None:
-        _close_all(self.built)
+        close_players(self.built.values())
         self.built.clear()
 
 
 _worker: tuple[_Players, MatchSettings] | None = None
 
 
-def _worker_init(specs: dict[str, PlayerSpec], settings: MatchSettings) -> None:
+def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings) -> None:
     global _worker
     players = _Players(specs)
     _worker = (players, settings)
@@ -255,7 +211,7 @@ def _worker_init(specs: dict[str, PlayerSpec], settings: MatchSettings) -> None:
 def _worker_play(task: GameTask) -> FinishedGame:
     assert _worker is not None
     players, settings = _worker
-    return play_game(task, players.for_task(task), settings)
+    return play_task(task, players.for_task(task), settings)
 
 
 # --------------------------------------------------------------------------
@@ -312,19 +268,20 @@ def _open_pgn(path: Path) -> TextIO:
         raise write_error(path, error) from None
 
 
-def _check_player_specs(players: Sequence[PlayerSpec]) -> dict[str, PlayerSpec]:
-    specs: dict[str, PlayerSpec] = {}
+def _check_player_specs(players: Sequence[PlayerSettings]) -> dict[str, PlayerSettings]:
+    specs: dict[str, PlayerSettings] = {}
     for spec in players:
-        if not spec.name or any(c in spec.name for c in ":=\n\"\\"):
-            raise BookgenError(f"bad player name {spec.name!r} (no ':', '=', quotes or "
+        name = spec.name or ""
+        if not name or any(c in name for c in ":=\n\"\\"):
+            raise BookgenError(f"bad player name {name!r} (no ':', '=', quotes or "
                                "backslashes)")
-        if spec.name in specs:
-            raise BookgenError(f"two players are named {spec.name!r}")
-        specs[spec.name] = spec
+        if name in specs:
+            raise BookgenError(f"two players are named {name!r}")
+        specs[name] = spec
     return specs
 
 
-def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str | Path, *,
+def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: str | Path, *,
               fmt: str = "pairs", games: int | None = None, rounds: int | None = None,
               control: TimeControl | None = None, max_ply: int = 320,
               resign: int | None = None, resign_moves: int = 3, declaration_rule: str = "27",
@@ -373,9 +330,10 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         random.Random(seed).shuffle(order)
     pairs_per_pairing = games // 2 if games is not None else len(lines) * (rounds or 1)
     tasks = schedule(list(specs), order, fmt, pairs_per_pairing=pairs_per_pairing)
-    settings = MatchSettings(control, max_ply, resign, resign_moves, declaration_rule)
+    settings = MatchSettings(control, GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
+                                                resign_cp=resign, resign_moves=resign_moves))
     key_settings = {
-        "players": [[s.name, s.spec, sorted(s.options)] for s in specs.values()],
+        "players": [[name, str(s.spec), sorted(s.options)] for name, s in specs.items()],
         "format": fmt, "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
         "seed": seed, "control": _control_key(control), "max_ply": max_ply, "resign": resign,
         "resign_moves": resign_moves, "declaration_rule": declaration_rule}
@@ -387,15 +345,16 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
 
+    # A USI player searches by the game's clock; its limits here are the node control,
+    # which gpsshogi aborts on (it then refuses to start).
+    specs = {name: replace(spec, limits=SearchLimits(nodes=control.nodes))
+             for name, spec in specs.items()}
     # Start every player once here: bad commands and options fail before any game.
     identities: dict[str, tuple[str | None, str | None]] = {}
-    for spec in specs.values():
-        player = build_player(spec)
+    for name, spec in specs.items():
+        player = open_player(spec)
         try:
-            if control.nodes is not None and getattr(player, "is_gpsshogi", False):
-                raise BookgenError(f"player {spec.name}: gpsshogi aborts on 'go nodes'; "
-                                   "use --byoyomi or --time")
-            identities[spec.name] = (player.engine_name, player.engine_author)
+            identities[name] = (player.engine_name, player.engine_author)
         finally:
             player.close()
 
@@ -409,8 +368,8 @@ def run_match(players: Sequence[PlayerSpec], openings: str | Path, results: str 
         summary.match_id = match_id
         if sprt is not None:
             store.set_match_sprt(match_id, sprt.as_json())
-        for spec in specs.values():
-            store.add_player(spec.name, spec.spec, dict(spec.options), *identities[spec.name])
+        for name, spec in specs.items():
+            store.add_player(name, str(spec.spec), dict(spec.options), *identities[name])
         done = store.finished_keys(match_id)
         todo = [task for task in tasks if task.key not in done]
         summary.scheduled = len(tasks)
@@ -487,7 +446,7 @@ def _check_control(control: TimeControl) -> None:
             raise BookgenError(f"--{name} must not be negative")
 
 
-def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSettings,
+def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: MatchSettings,
           concurrency: int, store: ResultsFile, match_id: int, key: str,
           summary: MatchSummary, match_games: list[GameResult], pgn_file: TextIO | None,
           csa_path: Path | None, stop_when: Callable[[list[GameResult]], str | None] | None,
@@ -502,7 +461,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
     runner: TaskRunner[GameTask, FinishedGame]
     if workers == 1:
         players = _Players(specs)
-        runner = LocalRunner(lambda task: play_game(task, players.for_task(task), settings),
+        runner = LocalRunner(lambda task: play_task(task, players.for_task(task), settings),
                              players.close)
     else:
         runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings))
@@ -533,8 +492,8 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSpec], settings: MatchSet
                     record = game.game
                     match_games.append(record)
                     summary.played += 1
-                    summary.engine_seconds += game.engine_seconds
-                    summary.game_seconds += game.wall_seconds
+                    summary.engine_seconds += game.played.engine_seconds
+                    summary.game_seconds += game.played.wall_seconds
                     for name in (record.black, record.white):
                         points[name] += record.score_for(name)
                         played[name] += 1
@@ -572,31 +531,29 @@ def _score_line(points: Mapping[str, float], played: Counter[str]) -> str:
 
 def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
             pgn_file: TextIO | None, csa_path: Path | None) -> None:
-    task = game.task
+    task, played = game.task, game.played
+    reason = str(played.outcome.reason)
     store.add_game(match_id, game_key=task.key, round=task.round, pair=task.pair,
                    opening_index=task.opening_index, opening=task.opening,
-                   start_sfen=game.start_sfen, black=task.black, white=task.white,
-                   result=game.result, reason=game.reason, detail=game.detail,
-                   plies=len(game.moves), moves=" ".join(game.moves), black_ms=game.black_ms,
-                   white_ms=game.white_ms, started_at=game.started_at,
-                   finished_at=game.finished_at)
+                   start_sfen=played.start_sfen, black=task.black, white=task.white,
+                   result=game.result, reason=reason, detail=played.outcome.detail,
+                   plies=played.plies, moves=" ".join(played.moves), black_ms=played.black_ms,
+                   white_ms=played.white_ms, started_at=played.started_at,
+                   finished_at=played.finished_at)
     if pgn_file is not None:
         try:
             write_pgn_game(pgn_file, event=f"bookgen match {key[:8]}",
                            round_label=f"{task.pair + 1}.{int(task.swapped) + 1}",
                            black=task.black, white=task.white, result=game.result,
-                           reason=game.reason, start_sfen=game.start_sfen, moves=game.moves,
+                           reason=reason, start_sfen=played.start_sfen, moves=played.moves,
                            pair=f"{key[:8]}:{task.pair}")
             pgn_file.flush()
         except OSError as error:
             raise write_error(pgn_file.name, error, "the games before the last one are "
                               "kept in it") from None
     if csa_path is not None:
-        result = {"black": Result.BLACK_WIN, "white": Result.WHITE_WIN}.get(game.result,
-                                                                         Result.DRAW)
-        outcome = Outcome(result, Reason(game.reason), len(game.moves), game.detail)
-        write_csa_record(csa_path / _csa_name(key, game), start_sfen=game.start_sfen,
-                         names=(task.black, task.white), moves=game.moves, scores=game.scores,
-                         outcome=outcome,
+        write_csa_record(csa_path / _csa_name(key, game), start_sfen=played.start_sfen,
+                         names=(task.black, task.white), moves=played.moves,
+                         scores=played.scores, outcome=played.outcome,
                          comment=f"bookgen match {key[:8]} pair {task.pair} opening "
-                                 f"{task.opening_index}: {game.result} ({game.reason})")
+                                 f"{task.opening_index}: {game.result} ({reason})")

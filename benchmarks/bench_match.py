@@ -14,8 +14,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bookgen.analysis.match import run_match
-from bookgen.analysis.players import PlayerSpec
+from bookgen.analysis.match import match_player, run_match
+from bookgen.engines.player_settings import PlayerSettings
 from bookgen.play.clock import TimeControl
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
@@ -24,7 +24,7 @@ OPENINGS = ["startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",
             "startpos moves 5g5f 5c5d", "startpos moves 7g7f 3c3d 2g2f 4c4d"]
 
 
-def run(label: str, tmp: Path, players: list[PlayerSpec], games: int, concurrency: int,
+def run(label: str, tmp: Path, players: list[PlayerSettings], games: int, concurrency: int,
         control: TimeControl) -> float:
     openings = tmp / "openings.txt"
     openings.write_text("\n".join(OPENINGS) + "\n")
@@ -49,11 +49,11 @@ def main() -> None:
     args = parser.parse_args()
     cases = [
         (f"fairy-stockfish x2, {args.nodes} nodes",
-         [PlayerSpec("a", FAIRY, (("USI_Hash", "16"),)),
-          PlayerSpec("b", FAIRY, (("USI_Hash", "16"),))], TimeControl(nodes=args.nodes)),
+         [match_player("a", FAIRY, (("USI_Hash", "16"),)),
+          match_player("b", FAIRY, (("USI_Hash", "16"),))], TimeControl(nodes=args.nodes)),
         (f"builtin x2, {args.builtin_nodes} nodes",
-         [PlayerSpec("a", "builtin", (("nodes", str(args.builtin_nodes)),)),
-          PlayerSpec("b", "builtin", (("nodes", str(args.builtin_nodes)),))],
+         [match_player("a", "builtin", (("nodes", str(args.builtin_nodes)),)),
+          match_player("b", "builtin", (("nodes", str(args.builtin_nodes)),))],
          TimeControl(nodes=1)),
     ]
     with tempfile.TemporaryDirectory() as name:

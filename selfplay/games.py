@@ -3,22 +3,21 @@
 Each game starts at a start position drawn uniformly at random from the
 starts file (dlshogi's self-play roots): ``startpos moves ...`` / ``sfen
 ...`` lines, or a ``.hcp`` file of ``cshogi.HuffmanCodedPos`` records
-(:func:`bookgen.formats.positions.read_starts`). A player is named by a spec:
+(:func:`bookgen.formats.positions.read_starts`). A player is named by a
+player spec (:mod:`bookgen.engines.players`):
 
-- an evaluator spec (``builtin``, ``torch:PATH``, ``onnx:PATH``,
-  ``blend:BOOK:INNER``): MCTS over that evaluator with ``playouts``
-  playouts. During the first ``random_moves`` plies of a game the move is
-  sampled with probability ``visits ** (1 / temperature)`` among the moves
-  whose win rate is at least ``random_cutoff`` times the most visited
-  move's (dlshogi's ``--random``, ``--random_temperature``,
-  ``--random_cutoff``); after that the most visited move is played. A
-  mate in one is always played, and a position that meets the declaration
-  rule is declared (dlshogi self-play does both);
+- ``mcts:EVALUATOR`` (the default, ``mcts:builtin``; a bare ``torch:PATH``,
+  ``onnx:PATH`` or ``blend:BOOK:INNER`` means the same): MCTS over that
+  evaluator with ``playouts`` playouts and dlshogi's random opening moves
+  (:class:`bookgen.engines.mcts_player.MctsPlayer`);
 - ``usi:COMMAND``: a USI engine with its own search (``go nodes`` /
-  ``byoyomi`` / ``movetime``), through :class:`bookgen.engines.usi.client.UsiEngine`;
-  ``bestmove resign`` and ``bestmove win`` are resignation and declaration;
-- ``alphabeta``: the built-in evaluator's own alpha-beta search
-  (:meth:`BuiltinEvaluator.best_move`, depth 4).
+  ``byoyomi`` / ``movetime``); ``bestmove resign`` and ``bestmove win`` are
+  resignation and declaration; a crash or hang restarts it and searches
+  again, up to 3 times;
+- ``alphabeta``: the built-in alpha-beta search, at depth 4 and 40,000
+  nodes. It is a deprecated name of ``builtin``, which self-play refuses
+  for one release: ``builtin`` used to mean ``mcts:builtin`` here, and now
+  means the alpha-beta player everywhere, so games do not change silently.
 
 Games end by :mod:`bookgen.play.rules` (checkmate, fourfold repetition,
 perpetual check, declaration, maximum ply, illegal moves, resignation and
@@ -50,336 +49,149 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import cshogi
 import numpy as np
 
-from bookgen.engines.mcts import Mcts, MctsSettings
-from bookgen.engines.protocols import EvaluatorError
+from bookgen.engines.factory import default_batch_size
+from bookgen.engines.player_settings import MctsPlay, PlayerSettings
+from bookgen.engines.players import close_players, open_player
+from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
+from bookgen.engines.restart import SearchLimits
+from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError
 from bookgen.files import AtomicFile, check_output
 from bookgen.formats.positions import read_starts
 from bookgen.formats.records import write_csa_record
+from bookgen.play.loop import GameRules, PlayedGame, play_game
 from bookgen.play.rules import GameState, Outcome, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
-from bookgen.values import MATE_VALUE, clip_score, value_to_cp
+from bookgen.values import clip_score
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["GameRecord", "PlayerConfig", "SelfplaySummary", "play_game", "selfplay"]
+__all__ = ["GameRecord", "SelfplaySummary", "play_from_starts", "player_spec", "selfplay"]
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
 ALPHABETA = "alphabeta"
-DEFAULT_BYOYOMI = 1000
+BUILTIN_REFUSED = ("builtin now means the alpha-beta player everywhere; use mcts:builtin "
+                   "(the old meaning)")
 
 
 # --------------------------------------------------------------------------
 # players
 
 
-@dataclass
-class Decision:
-    """What a player does in a position.
-
-    ``move`` is played; ``best`` is the training target (the most visited
-    move when ``move`` was sampled); ``score`` the player's value of the
-    position in cp for the side to move (None: unknown).
-    """
-
-    move: str | None = None
-    best: str | None = None
-    score: int | None = None
-    resign: bool = False
-    declare: bool = False
+def player_spec(text: str) -> EngineSpec:
+    """The player a self-play spec names (see the module docstring): ``builtin`` is
+    refused, ``alphabeta`` warns on stderr and means ``builtin``."""
+    if text == "builtin":
+        raise BookgenError(BUILTIN_REFUSED)
+    if text == ALPHABETA:
+        print("bookgen: warning: 'alphabeta' is deprecated: the alpha-beta player is "
+              "'builtin' everywhere (self-play refuses 'builtin' for one release, as it "
+              "meant mcts:builtin)", file=sys.stderr)
+        text = "builtin"
+    return parse_spec(text, role="player")
 
 
-class Player(Protocol):
-    name: str
-
-    def new_game(self) -> None: ...
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class PlayerConfig:
-    """Everything needed to build a player in any process (picklable)."""
-
-    spec: str = "builtin"
-    playouts: int = 100
-    batch_size: int = 1
-    random_moves: int = 4
-    temperature: float = 1.0
-    random_cutoff: float = 0.9
-    evaluator_options: tuple[tuple[str, Any], ...] = ()
-    engine_options: tuple[tuple[str, str], ...] = ()
-    nodes: int | None = None
-    byoyomi: int | None = None
-    movetime: int | None = None
-    engine_timeout: float | None = None
-    restarts: int = 3
-
-    @property
-    def kind(self) -> str:
-        if self.spec.startswith("usi:"):
-            return "usi"
-        return ALPHABETA if self.spec == ALPHABETA else "mcts"
-
-    def build(self) -> Player:
-        if self.kind == "usi":
-            return UsiPlayer(self)
-        if self.kind == ALPHABETA:
-            return AlphaBetaPlayer()
-        return MctsPlayer(self)
-
-
-class MctsPlayer:
-    """MCTS over an evaluator, with dlshogi's random opening moves."""
-
-    def __init__(self, config: PlayerConfig) -> None:
-        from bookgen.engines.factory import make_evaluator
-
-        self.config = config
-        self.evaluator = make_evaluator(config.spec, **dict(config.evaluator_options))
-        self.name = f"{config.spec} mcts {config.playouts}"
-        self.search = Mcts(self.evaluator, MctsSettings(playouts=config.playouts,
-                                                          batch_size=config.batch_size))
-        # Sampled moves need real visit counts, not an early stop's.
-        self.sampling_search = Mcts(self.evaluator, MctsSettings(
-            playouts=config.playouts, batch_size=config.batch_size, early_stop=False))
-
-    def new_game(self) -> None:
-        pass
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
-        board = game.board
-        if game.can_declare():
-            return Decision(declare=True, score=MATE_VALUE)
-        # cshogi's one-ply mate finder assumes the side to move is not in check.
-        mate = 0 if board.is_check() else board.mate_move_in_1ply()
-        if mate and game.legal_move(mate) is not None:
-            usi = cshogi.move_to_usi(mate)
-            return Decision(usi, usi, MATE_VALUE)
-        config = self.config
-        sampling = game.ply < config.random_moves
-        result = (self.sampling_search if sampling else self.search).search(board)
-        if not result.moves:  # the game loop never asks without legal moves
-            return Decision(resign=True, score=-MATE_VALUE)
-        best = result.moves[0]
-        move = best.move
-        if sampling:
-            floor = best.win_rate * config.random_cutoff
-            candidates = [s for s in result.moves
-                          if s.visits > 0 and s.win_rate >= floor] or [best]
-            weights = np.array([s.visits for s in candidates], dtype=np.float64)
-            weights **= 1.0 / config.temperature
-            move = candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))].move
-        return Decision(move, best.move, value_to_cp(best.win_rate))
-
-    def close(self) -> None:
-        self.evaluator.close()
-
-
-class AlphaBetaPlayer:
-    """The built-in evaluator's alpha-beta search at playing depth."""
-
-    name = "builtin alphabeta"
-
-    def __init__(self) -> None:
-        from bookgen.engines.builtin.analyser import BuiltinEvaluator
-
-        self.evaluator = BuiltinEvaluator()
-
-    def new_game(self) -> None:
-        pass
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
-        if game.can_declare():
-            return Decision(declare=True, score=MATE_VALUE)
-        move, score, _pv = self.evaluator.best_move(game.board)
-        if move is None:
-            return Decision(resign=True, score=score)
-        return Decision(move, move, score)
-
-    def close(self) -> None:
-        self.evaluator.close()
-
-
-class UsiPlayer:
-    """A USI engine playing with its own search; crashes and timeouts restart it."""
-
-    def __init__(self, config: PlayerConfig) -> None:
-        from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
-
-        self.config = config
-        command = config.spec[len("usi:"):]
-        self.command = command
-        limits = {"nodes": config.nodes, "byoyomi": config.byoyomi, "movetime": config.movetime}
-        if all(value is None for value in limits.values()):
-            limits["byoyomi"] = DEFAULT_BYOYOMI
-        self.limits = {k: v for k, v in limits.items() if v is not None}
-        try:
-            self.engine = UsiEngine(command, options=dict(config.engine_options))
-        except UsiOptionError as error:
-            raise EvaluatorError(f"USI engine {command!r}: {error}") from None
-        except UsiError as error:
-            raise EvaluatorError(f"cannot start USI engine {command!r}: {error}") from None
-        self.name = self.engine.name or command
-        if self.name.startswith("gpsshogi") and ("nodes" in self.limits
-                                                  or "movetime" in self.limits):
-            self.engine.close()
-            raise EvaluatorError(f"{self.name}: gpsusi aborts on 'go nodes' and 'go movetime'; "
-                                 "use byoyomi")
-
-    def new_game(self) -> None:
-        from bookgen.engines.usi.client import UsiError
-
-        try:
-            self.engine.new_game()
-        except UsiError:
-            pass  # a dead engine is restarted by the next search
-
-    def choose(self, game: GameState, rng: np.random.Generator) -> Decision:
-        from bookgen.engines.usi.client import UsiError
-
-        errors: list[str] = []
-        for attempt in range(self.config.restarts + 1):
-            try:
-                if attempt > 0 or not self.engine.alive:
-                    self.engine.restart()
-                    self.engine.new_game()
-                self.engine.position(game.usi_position())
-                result = self.engine.go(**self.limits, timeout=self.config.engine_timeout)
-                break
-            except UsiError as error:
-                errors.append(str(error))
-        else:
-            raise EvaluatorError(f"USI engine {self.name!r} failed {len(errors)} times "
-                                 f"(restarted up to {self.config.restarts} times); "
-                                 f"last error: {errors[-1]}")
-        info = result.best
-        score = info.score if info is not None and info.has_score else None
-        if result.win:
-            return Decision(declare=True, score=score)
-        if result.resign or result.bestmove is None:
-            return Decision(resign=True, score=score)
-        return Decision(result.bestmove, result.bestmove, score)
-
-    def close(self) -> None:
-        self.engine.close()
-
-
-def build_players(black: PlayerConfig, white: PlayerConfig) -> dict[int, Player]:
-    """Players by colour; one instance when both sides use the same configuration."""
-    first = black.build()
+def open_players(black: PlayerSettings, white: PlayerSettings) -> dict[int, Player]:
+    """Players by colour; one instance when both sides use the same settings."""
+    first = open_player(black)
     if white == black:
         return {cshogi.BLACK: first, cshogi.WHITE: first}
     try:
-        second = white.build()
+        second = open_player(white)
     except BaseException:
         first.close()
         raise
     return {cshogi.BLACK: first, cshogi.WHITE: second}
 
 
-def close_players(players: dict[int, Player]) -> None:
-    for player in {id(p): p for p in players.values()}.values():
-        try:
-            player.close()
-        except Exception:  # closing must not hide the error that ended the run
-            pass
-
-
 # --------------------------------------------------------------------------
 # one game
 
 
-@dataclass
+@dataclass(frozen=True)
 class GameSettings:
-    max_ply: int = 320
-    resign: int | None = None
-    resign_moves: int = 3
-    declaration_rule: str = "27"
+    rules: GameRules = GameRules()
     seed: int = 0
+
+
+class _Records:
+    """A game's training records, taken as the game loop sees each decision: one per
+    position whose chosen best move is legal (see the module docstring)."""
+
+    def __init__(self, size: int) -> None:
+        self.records = np.zeros(size, HCPE)
+        self.count = 0
+
+    def __call__(self, game: GameState, choice: MoveChoice) -> None:
+        best = game.legal_move(choice.best) if choice.best else None
+        if best is None:
+            return
+        if self.count == len(self.records):
+            self.records = np.concatenate([self.records, np.zeros(len(self.records), HCPE)])
+        game.board.to_hcp(self.records["hcp"][self.count])
+        self.records["eval"][self.count] = clip_score(choice.score_cp)
+        self.records["bestMove16"][self.count] = cshogi.move16(best)
+        self.count += 1
+
+    def finish(self, outcome: Outcome) -> np.ndarray:
+        """The records, with the game's result."""
+        records = self.records[:self.count].copy()
+        records["gameResult"] = int(outcome.result)
+        return records
 
 
 @dataclass
 class GameRecord:
-    """A finished game: where it started, its moves, its end and its training records."""
+    """A finished game: where it started, the game and its training records."""
 
     index: int
     root_index: int
     root_hcp: bytes
-    start_sfen: str
-    moves: list[str]
-    scores: list[int | None]      # each mover's score (side to move's view), per move
-    outcome: Outcome
+    game: PlayedGame
     records: np.ndarray           # hcpe, gameResult filled in
-    names: tuple[str, str]
 
     @property
     def plies(self) -> int:
-        return len(self.moves)
+        return self.game.plies
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.game.outcome
 
 
-def play_game(index: int, starts: np.ndarray, players: dict[int, Player],
-              settings: GameSettings) -> GameRecord:
-    """Play game number ``index``; its root and random choices depend only on seed and index."""
+def play_from_starts(index: int, starts: np.ndarray, players: dict[int, Player],
+                     settings: GameSettings) -> GameRecord:
+    """Play game number ``index`` from a start drawn from ``starts``; its start and random
+    choices depend only on the seed and ``index``."""
     rng = np.random.default_rng([settings.seed, index])
     root_index = int(rng.integers(len(starts)))
     board = cshogi.Board()
-    board.set_hcp(starts[root_index]["hcp"])
-    game = GameState(board, max_ply=settings.max_ply, declaration_rule=settings.declaration_rule,
-                     resign=settings.resign, resign_moves=settings.resign_moves)
-    for player in {id(p): p for p in players.values()}.values():
-        player.new_game()
-    records = np.zeros(min(settings.max_ply, 1024), HCPE)
-    count = 0
-    scores: list[int | None] = []
-    while game.outcome is None:
-        decision = players[game.turn].choose(game, rng)
-        if decision.declare:
-            game.declare()
-            break
-        if decision.resign:
-            game.resign("resigned")
-            break
-        best = game.legal_move(decision.best) if decision.best else None
-        if best is not None:
-            if count == len(records):
-                records = np.concatenate([records, np.zeros(len(records), HCPE)])
-            game.board.to_hcp(records["hcp"][count])
-            records["eval"][count] = clip_score(decision.score)
-            records["bestMove16"][count] = cshogi.move16(best)
-            count += 1
-        if game.adjudicate(decision.score) is not None:
-            break
-        scores.append(decision.score)
-        game.push(decision.move or "")
-    outcome = game.outcome
-    assert outcome is not None
-    records = records[:count].copy()
-    records["gameResult"] = int(outcome.result)
-    return GameRecord(index, root_index, starts[root_index]["hcp"].tobytes(), game.start_sfen,
-                      list(game.moves), scores[:len(game.moves)], outcome, records,
-                      (players[cshogi.BLACK].name, players[cshogi.WHITE].name))
+    board.set_hcp(starts[root_index]["hcp"])   # move number 1: max ply counts from here
+    records = _Records(min(settings.rules.max_ply, 1024))
+    game = play_game(board, players, settings.rules, rng=rng, on_decision=records)
+    return GameRecord(index, root_index, starts[root_index]["hcp"].tobytes(), game,
+                      records.finish(game.outcome))
 
 
 # --------------------------------------------------------------------------
 # CSA
 
 
-def write_csa(path: Path, game: GameRecord, comment: str = "") -> None:
-    """Write ``game`` as a CSA record (see :func:`write_csa_record`)."""
+def write_csa(path: Path, record: GameRecord, comment: str = "") -> None:
+    """Write ``record``'s game as a CSA record (see :func:`write_csa_record`)."""
+    game = record.game
     write_csa_record(path, start_sfen=game.start_sfen, names=game.names, moves=game.moves,
                      scores=game.scores, outcome=game.outcome, comment=comment)
 
@@ -452,21 +264,22 @@ _worker_starts: np.ndarray | None = None
 _worker_settings: GameSettings | None = None
 
 
-def _worker_init(black: PlayerConfig, white: PlayerConfig, starts: np.ndarray,
+def _worker_init(black: PlayerSettings, white: PlayerSettings, starts: np.ndarray,
                  settings: GameSettings) -> None:
     global _worker_starts, _worker_settings
     _worker_starts, _worker_settings = starts, settings
-    _worker_players.update(build_players(black, white))
-    atexit.register(close_players, _worker_players)
+    _worker_players.update(open_players(black, white))
+    atexit.register(lambda: close_players(_worker_players.values()))
 
 
 def _worker_play(index: int) -> GameRecord:
     assert _worker_starts is not None and _worker_settings is not None
-    return play_game(index, _worker_starts, _worker_players, _worker_settings)
+    return play_from_starts(index, _worker_starts, _worker_players, _worker_settings)
 
 
-def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str = "builtin",
-             black: str | None = None, white: str | None = None, playouts: int = 100,
+def selfplay(starts: str | Path, games: int, output: str | Path, *,
+             player: str = "mcts:builtin", black: str | None = None, white: str | None = None,
+             playouts: int = 100,
              batch_size: int | None = None, random_moves: int = 4, temperature: float = 1.0,
              random_cutoff: float = 0.9, csa_dir: str | Path | None = None, workers: int = 1,
              max_ply: int = 320, resign: int | None = None, resign_moves: int = 3,
@@ -502,6 +315,9 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
         raise BookgenError("--out-min needs --min-ply (games shorter than it are collected)")
     if append and force:
         raise BookgenError("--append and --force exclude each other")
+    parsed = {text: player_spec(text) for text in dict.fromkeys((player, black, white))
+              if text is not None}
+    specs = (parsed[black or player], parsed[white or player])
 
     output = Path(output)
     _check_target(output, force, append, "output")
@@ -516,47 +332,47 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *, player: str 
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
 
-    def config(spec: str, side_options: dict[str, str] | None) -> PlayerConfig:
-        from bookgen.engines.factory import default_batch_size
-
-        return PlayerConfig(
-            spec=spec, playouts=playouts,
-            batch_size=(batch_size if batch_size is not None
-                        else default_batch_size(spec) if PlayerConfig(spec).kind == "mcts" else 1),
-            random_moves=random_moves,
-            temperature=temperature, random_cutoff=random_cutoff,
-            evaluator_options=tuple(sorted((evaluator_options or {}).items())),
-            engine_options=tuple({**(engine_options or {}), **(side_options or {})}.items()),
-            nodes=nodes, byoyomi=byoyomi, movetime=movetime, engine_timeout=engine_timeout)
+    def config(spec: EngineSpec, side_options: dict[str, str] | None) -> PlayerSettings:
+        return PlayerSettings(
+            spec, options=tuple({**(engine_options or {}), **(side_options or {})}.items()),
+            mcts=MctsPlay(
+                playouts=playouts,
+                batch_size=(batch_size if batch_size is not None
+                            else default_batch_size(spec.evaluator) if spec.kind == "mcts"
+                            else 1),
+                random_moves=random_moves, temperature=temperature,
+                random_cutoff=random_cutoff,
+                evaluator_options=tuple(sorted((evaluator_options or {}).items()))),
+            limits=SearchLimits(nodes=nodes, byoyomi_ms=byoyomi, movetime_ms=movetime),
+            engine_timeout_s=engine_timeout)
 
     options = dict(evaluator_options or {})
-    specs = (black or player, white or player)
-    if workers > 1 and any(s.startswith(("torch:", "onnx:")) for s in specs):
+    if workers > 1 and any(s.kind == "mcts" and s.evaluator.is_network for s in specs):
         # Each worker runs its own model: share the cores instead of each taking all.
         options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
     evaluator_options = options
     black_config = config(specs[0], black_engine_options)
     white_config = config(specs[1], white_engine_options)
-    if not any(c.kind == "usi" for c in (black_config, white_config)) and (
+    if not any(s.is_usi for s in specs) and (
             engine_options or black_engine_options or white_engine_options or nodes
             or byoyomi or movetime or engine_timeout):
         raise BookgenError("engine options, --nodes, --byoyomi, --movetime and "
                            "--engine-timeout apply to usi: players only")
-    settings = GameSettings(max_ply=max_ply, resign=resign, resign_moves=resign_moves,
-                            declaration_rule=declaration_rule, seed=seed)
+    settings = GameSettings(GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
+                                      resign_cp=resign, resign_moves=resign_moves), seed)
 
     summary = SelfplaySummary(str(output))
     reasons: Counter[str] = Counter()
     start = time.perf_counter()
     try:
         if workers == 1:
-            players = build_players(black_config, white_config)
+            players = open_players(black_config, white_config)
             runner: TaskRunner[int, GameRecord] = LocalRunner(
-                lambda index: play_game(index, start_records, players, settings),
-                lambda: close_players(players))
+                lambda index: play_from_starts(index, start_records, players, settings),
+                lambda: close_players(players.values()))
         else:
             # Fail on a bad player here, not as a broken pool in the workers.
-            close_players(build_players(black_config, white_config))
+            close_players(open_players(black_config, white_config).values())
             runner = PoolRunner(workers, _worker_play, _worker_init,
                                 (black_config, white_config, start_records, settings))
     except EvaluatorError as error:

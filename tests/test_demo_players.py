@@ -15,8 +15,8 @@ import sqlite3
 import cshogi
 import pytest
 
+from bookgen.analysis.match import MATCH_BUILTIN
 from bookgen.analysis.pairstats import count_games, elo_pentanomial
-from bookgen.analysis.players import BUILTIN_OPTIONS
 from bookgen.analysis.results import load_games
 from bookgen.engines.builtin.alphabeta import Searcher
 from conftest import ROOT, run_cli
@@ -29,7 +29,7 @@ def demo_players() -> dict[str, dict[str, int]]:
     assert target, "no demo target in the Makefile"
     match_line = next(line for line in target.group(0).splitlines()
                       if "$(BOOKGEN) match " in line)
-    players = {name: dict(BUILTIN_OPTIONS)
+    players = {name: {"depth": MATCH_BUILTIN.depth, "nodes": MATCH_BUILTIN.nodes}
                for name in re.findall(r"--engine (\w+)=builtin", match_line)}
     for name, key, value in re.findall(r"--option (\w+):(\w+)=(\d+)", match_line):
         players[name][key] = int(value)

@@ -34,8 +34,12 @@ CORE_LAYERS: dict[str, tuple[str, ...]] = {
     "store": ("foundation", "workers"),
     "formats": ("foundation", "workers", "play", "store"),
     "engines": ("foundation", "workers", "play", "formats", "store"),
+    "game loop": ("foundation", "workers", "play", "formats", "store", "engines"),
     "bookfiles": ("foundation", "workers", "play", "formats", "store", "engines"),
 }
+# Modules whose layer is not their package's: the game loop asks the engines' players,
+# while the rest of bookgen.play (rules, clocks) lies below the engines.
+MODULE_LAYERS = {"bookgen.play.loop": "game loop"}
 
 
 def _modules() -> dict[str, Path]:
@@ -80,6 +84,8 @@ def _within(name: str, packages: tuple[str, ...]) -> bool:
 
 
 def _core_layer(name: str) -> str:
+    if name in MODULE_LAYERS:
+        return MODULE_LAYERS[name]
     parts = name.split(".")
     if len(parts) > 2 and parts[1] in CORE_LAYERS:
         return parts[1]

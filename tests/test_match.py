@@ -14,13 +14,15 @@ import cshogi
 import cshogi.CSA
 import pytest
 
-from bookgen.analysis.match import MatchSettings, play_game
-from bookgen.analysis.players import PlayerSpec, Reply, UsiPlayer
+from bookgen.analysis.match import match_player
 from bookgen.analysis.results import load_games
-from bookgen.analysis.schedule import GameTask, schedule
+from bookgen.analysis.schedule import schedule
+from bookgen.engines.protocols import MoveChoice
+from bookgen.engines.usi.player import UsiPlayer
 from bookgen.errors import BookgenError
-from bookgen.play.clock import TimeControl
-from bookgen.play.rules import GameState
+from bookgen.play.clock import ClockState, TimeControl
+from bookgen.play.loop import GameRules, play_game
+from bookgen.play.rules import GameState, Reason, Result
 from conftest import PYTHON, ROOT, run_cli
 from processes import Bookgen, stop_all
 
@@ -188,17 +190,18 @@ class Recorded:
     def __init__(self, player: UsiPlayer, log: list[tuple[str, object]]) -> None:
         self.player, self.log = player, log
         send = player.engine.send
-        player.engine.send = lambda command: (log.append(("sent", (self.spec.name, command))),
+        player.engine.send = lambda command: (log.append(("sent", (self.name, command))),
                                               send(command))[1]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.player, name)
 
-    def think(self, game: GameState, clocks: dict[int, int], control: TimeControl) -> Reply:
-        before = dict(clocks)
-        reply = self.player.think(game, clocks, control)
-        self.log.append(("move", (self.spec.name, game.turn, before, reply)))
-        return reply
+    def choose(self, game: GameState, clock: ClockState | None, rng: object) -> MoveChoice:
+        assert clock is not None
+        before = dict(clock.remaining_ms)
+        choice = self.player.choose(game, clock, rng)
+        self.log.append(("move", (self.name, game.turn, before, choice)))
+        return choice
 
 
 def go_line(clocks: dict[int, int], inc: int) -> str:
@@ -221,21 +224,23 @@ def test_fischer_clock_rules_on_a_fake_clock(tmp_path):
     def player(name: str, spend: str, *extra: object) -> UsiPlayer:
         command = fake("--clock-file", clock_file, "--spend", spend, "--log",
                        tmp_path / f"{name}.log", *extra)
-        return UsiPlayer(PlayerSpec(name, command), clock=clock)
+        return UsiPlayer(match_player(name, command), clock=clock)
 
     control = TimeControl(time=1000, inc=100, margin=300)
     # b: 1200 ms (200 of lag, allowed up to 1300), then 150 (allowed: -100 + 300), then
     # 400 where 150 are allowed: it overruns and answers only when told to stop.
     players = {"b": player("b", "1200,150,400", "--until-stop-on-go", "3"),
                "w": player("w", "50,50")}
-    task = GameTask("k", 0, 0, 0, "startpos", "b", "w", False)
     try:
-        game = play_game(task, players, MatchSettings(control, max_ply=40))
+        game = play_game("startpos", {cshogi.BLACK: players["b"], cshogi.WHITE: players["w"]},
+                         GameRules(max_ply=40), clock=control)
     finally:
         for one in players.values():
             one.close()
-    assert (game.result, game.reason, len(game.moves)) == ("white", "time forfeit", 4)
-    assert "no bestmove in time" in game.detail
+    outcome = game.outcome
+    assert (outcome.result, outcome.reason, len(game.moves)) == (
+        Result.WHITE_WIN, Reason.TIME_FORFEIT, 4)
+    assert "no bestmove in time" in outcome.detail
     assert (game.black_ms, game.white_ms) == (1200 + 150, 50 + 50)  # the forfeit is not charged
 
     def commands(name: str) -> list[str]:
@@ -259,24 +264,25 @@ def test_fairy_stockfish_plays_under_a_fischer_clock(tmp_path):
     log: list[tuple[str, object]] = []
     spec = "usi:/usr/games/fairy-stockfish"
     options = (("Move Overhead", "300"),)
-    players = {name: Recorded(UsiPlayer(PlayerSpec(name, spec, options)), log)
+    players = {name: Recorded(UsiPlayer(match_player(name, spec, options)), log)
                for name in ("a", "b")}
     control = TimeControl(time=1000, inc=200, margin=60_000)
-    task = GameTask("k", 0, 0, 0, OPENINGS[0], "a", "b", False)
     try:
-        game = play_game(task, players, MatchSettings(control, max_ply=30))
+        game = play_game(OPENINGS[0], {cshogi.BLACK: players["a"], cshogi.WHITE: players["b"]},
+                         GameRules(max_ply=30), clock=control)
     finally:
         for one in players.values():
             one.close()
-    assert game.reason not in ("time forfeit", "engine failure", "illegal move"), game
+    reason = game.outcome.reason
+    assert reason not in (Reason.TIME_FORFEIT, Reason.ENGINE_FAILURE, Reason.ILLEGAL_MOVE), game
     moves = [entry for kind, entry in log if kind == "move"]
     gos = [entry for kind, entry in log if kind == "sent" and entry[1].startswith("go ")]
     assert len(moves) == len(gos) >= len(game.moves) > 0
-    assert game.reason != "max ply" or len(game.moves) == 28
+    assert reason != Reason.MAX_PLY or len(game.moves) == 28
     clocks = {cshogi.BLACK: 1000, cshogi.WHITE: 1000}
     used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
     for (name, turn, given, reply), (sent_to, line) in zip(moves, gos, strict=True):
-        assert sent_to == name == (task.black if turn == cshogi.BLACK else task.white)
+        assert sent_to == name == ("a" if turn == cshogi.BLACK else "b")
         assert given == clocks and line == go_line(clocks, 200)
         assert reply.elapsed_ms >= 0
         clocks[turn] += 200 - reply.elapsed_ms

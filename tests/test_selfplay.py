@@ -12,18 +12,15 @@ import json
 import shlex
 from pathlib import Path
 
-import click
 import cshogi
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from bookgen.cli.curriculum import selfplay_command
 from bookgen.errors import BookgenError
 from bookgen.formats.positions import read_starts
 from bookgen.play.rules import Result
 from bookgen.selfplay.games import selfplay
-from conftest import PYTHON
+from conftest import PYTHON, run_cli
 
 FAIRY = "/usr/games/fairy-stockfish"
 FAKES = Path(__file__).resolve().parent / "fake_engines"
@@ -240,7 +237,7 @@ def test_score_adjudication_resigns_and_records_the_loss(tmp_path):
 def test_fairy_stockfish_against_the_builtin(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
     summary = selfplay(starts, 1, tmp_path / "out.hcpe", black=f"usi:{FAIRY}",
-                       white="builtin", playouts=16, max_ply=60, nodes=2000,
+                       white="mcts:builtin", playouts=16, max_ply=60, nodes=2000,
                        engine_options={"Threads": "1"}, csa_dir=tmp_path / "csa", seed=3,
                        progress=False)
     records = np.fromfile(tmp_path / "out.hcpe", HCPE)
@@ -280,38 +277,66 @@ def test_a_player_that_cannot_start_leaves_no_output(tmp_path):
     with pytest.raises(BookgenError, match="cannot start"):
         selfplay(starts, 1, tmp_path / "out.hcpe", black="usi:/nonexistent/engine",
                  progress=False)
-    with pytest.raises(BookgenError, match="unknown evaluator"):
+    with pytest.raises(BookgenError, match="unknown player 'nonsense'"):
         selfplay(starts, 1, tmp_path / "out.hcpe", player="nonsense", workers=2,
                  progress=False)
+    with pytest.raises(BookgenError, match="mcts: needs an evaluator"):
+        selfplay(starts, 1, tmp_path / "out.hcpe", player="mcts:nonsense", progress=False)
     with pytest.raises(BookgenError, match="usi: players only"):
         selfplay(starts, 1, tmp_path / "out.hcpe", nodes=100, progress=False)
     assert list(tmp_path.iterdir()) == [starts]
 
 
 def test_cli(tmp_path):
-    @click.group()
-    def cli() -> None:
-        pass
-
-    cli.add_command(selfplay_command)
+    # Through bookgen's own group: click caches a command's help option from the first
+    # group that runs it, so a bare group here would take -h away from later tests.
     starts = write_starts(tmp_path / "starts.txt")
-    runner = CliRunner()
-    result = runner.invoke(cli, ["selfplay", "--starts", str(starts), "--games", "2", "-o",
-                                 str(tmp_path / "out.hcpe"), "--playouts", "2", "--max-ply",
-                                 "6", "--json"])
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    result = run_cli("selfplay", "--starts", starts, "--games", "2", "-o",
+                     tmp_path / "out.hcpe", "--playouts", "2", "--max-ply", "6", "--json")
+    data = json.loads(result.stdout)
     assert data["games"] == 2 and data["positions"] == 12
-    result = runner.invoke(cli, ["selfplay", "--starts", str(starts), "--games", "1", "-o",
-                                 str(tmp_path / "out.hcpe"), "--playouts", "2", "--max-ply",
-                                 "4", "--force"])
-    assert result.exit_code == 0 and "1 games, 4 positions" in result.output
-    result = runner.invoke(cli, ["selfplay", "--starts", str(starts), "--games", "1", "-o",
-                                 str(tmp_path / "x.hcpe"), "--out-min",
-                                 str(tmp_path / "m.hcp")])
-    assert result.exit_code == 2
+    result = run_cli("selfplay", "--starts", starts, "--games", "1", "-o",
+                     tmp_path / "out.hcpe", "--playouts", "2", "--max-ply", "4", "--force")
+    assert "1 games, 4 positions" in result.stdout
+    result = run_cli("selfplay", "--starts", starts, "--games", "1", "-o",
+                     tmp_path / "x.hcpe", "--out-min", tmp_path / "m.hcp", expect=2)
     assert result.output.strip().startswith("bookgen: error:") and "--min-ply" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_builtin_is_refused_and_alphabeta_warns(tmp_path, capsys):
+    """builtin meant MCTS in self-play and now means the alpha-beta player: refused, so
+    that nobody's games change silently; alphabeta still plays alpha-beta, with a warning;
+    the default and mcts:builtin play today's MCTS games."""
+    starts = write_starts(tmp_path / "starts.txt")
+    refused = "builtin now means the alpha-beta player everywhere; use mcts:builtin"
+    for sides in ({"player": "builtin"}, {"black": "builtin"}, {"white": "builtin"},
+                  {"player": "builtin", "black": "mcts:builtin", "white": "mcts:builtin"}):
+        with pytest.raises(BookgenError, match=refused):
+            selfplay(starts, 1, tmp_path / "refused.hcpe", csa_dir=tmp_path / "csa",
+                     progress=False, **sides)
+    assert list(tmp_path.iterdir()) == [starts]
+    kwargs = dict(playouts=4, max_ply=12, seed=3, progress=False)
+    default = selfplay(starts, 2, tmp_path / "default.hcpe", **kwargs)
+    spelled = selfplay(starts, 2, tmp_path / "mcts.hcpe", player="mcts:builtin", **kwargs)
+    assert (tmp_path / "default.hcpe").read_bytes() == (tmp_path / "mcts.hcpe").read_bytes()
+    assert [vars(g) for g in default.game_infos] == [vars(g) for g in spelled.game_infos]
+    capsys.readouterr()
+    alphabeta = selfplay(starts, 1, tmp_path / "ab.hcpe", black="alphabeta",
+                         white="alphabeta", max_ply=4, csa_dir=tmp_path / "csa",
+                         progress=False)
+    warning = capsys.readouterr().err
+    assert warning.count("bookgen: warning: 'alphabeta' is deprecated") == 1
+    parser, _ = replay_csa(alphabeta.game_infos[0].csa)
+    assert parser.names == ["builtin alphabeta", "builtin alphabeta"]
+
+
+def test_cli_refuses_builtin_in_one_line(tmp_path):
+    starts = write_starts(tmp_path / "starts.txt")
+    result = run_cli("selfplay", "--starts", starts, "--games", "1", "-o",
+                     tmp_path / "out.hcpe", "--white", "builtin", expect=2)
+    assert result.stderr == ("bookgen: error: builtin now means the alpha-beta player "
+                             "everywhere; use mcts:builtin (the old meaning)\n")
 
 
 def test_results_use_cshogi_constants():

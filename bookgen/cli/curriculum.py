@@ -115,11 +115,13 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
                    "one drawn uniformly at random.")
 @click.option("--games", required=True, type=click.IntRange(1), help="Games to play.")
 @output_option("The hcpe file to write (cshogi HuffmanCodedPosAndEval records).")
-@click.option("--player", default="builtin", show_default=True,
-              help="Plays both sides unless --black/--white say otherwise: an evaluator "
-                   "(builtin, torch:MODEL.pt, onnx:MODEL.onnx, blend:BOOK:INNER) searched with "
-                   "MCTS, usi:COMMAND (a USI engine's own search), or alphabeta (the built-in "
-                   "alpha-beta search).")
+@click.option("--player", default="mcts:builtin", show_default=True,
+              help="Plays both sides unless --black/--white say otherwise: mcts:EVALUATOR, "
+                   "MCTS over builtin, torch:MODEL.pt, onnx:MODEL.onnx or blend:BOOK:INNER "
+                   "(torch:, onnx: and blend: alone mean the same); usi:COMMAND, a USI "
+                   "engine's own search; or alphabeta, the built-in alpha-beta search "
+                   "(deprecated: it is builtin everywhere, but self-play refuses builtin for "
+                   "one release, as it meant mcts:builtin).")
 @click.option("--black", help="Player for black (same forms as --player).")
 @click.option("--white", help="Player for white (same forms as --player).")
 @click.option("--playouts", type=click.IntRange(1), default=100, show_default=True,
@@ -188,7 +190,8 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
 
     evaluator_options: dict[str, Any] = {}
     if batch_size is not None and batch_size > 1 and any(
-            s.startswith(("torch:", "onnx:")) for s in (player, black or "", white or "")):
+            s.removeprefix("mcts:").startswith(("torch:", "onnx:"))
+            for s in (player, black or "", white or "")):
         evaluator_options["batch_size"] = batch_size
     summary = selfplay(
         starts, games, output, player=player, black=black, white=white, playouts=playouts,

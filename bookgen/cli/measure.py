@@ -13,7 +13,7 @@ that a running match is writing can be read, and read PGN files too.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -22,6 +22,9 @@ from bookgen.cli.options import book_option, json_option, output_option, seed_op
 from bookgen.cli.support import echo_json, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
 from bookgen.extras import require_extra
+
+if TYPE_CHECKING:
+    from bookgen.engines.player_settings import PlayerSettings
 
 RESULTS_ARGUMENT = click.argument("results", nargs=-1, required=True,
                                   type=click.Path(dir_okay=False))
@@ -170,20 +173,20 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
-                  options: tuple[str, ...]) -> list:
-    """PlayerSpecs from ``NAME=usi:CMD``, builtin ``NAME`` and ``NAME:KEY=VALUE`` options."""
-    from bookgen.analysis.players import BUILTIN, PlayerSpec
+                  options: tuple[str, ...]) -> list[PlayerSettings]:
+    """Match players from ``NAME=usi:CMD``, builtin ``NAME`` and ``NAME:KEY=VALUE`` options."""
+    from bookgen.analysis.match import match_player
 
     entries: list[tuple[str, str]] = []
     for text in engines:
         name, sep, spec = text.partition("=")
         name, spec = name.strip(), spec.strip()
-        if not sep or not name or not (spec == BUILTIN or spec.startswith("usi:")
+        if not sep or not name or not (spec == "builtin" or spec.startswith("usi:")
                                        and spec[4:].strip()):
             raise BookgenError(f"bad --engine {text!r}: expected NAME=usi:COMMAND or "
                                "NAME=builtin (for example fsf=usi:/usr/games/fairy-stockfish)")
         entries.append((name, spec))
-    entries += [(name.strip(), BUILTIN) for name in builtins]
+    entries += [(name.strip(), "builtin") for name in builtins]
     by_name: dict[str, list[tuple[str, str]]] = {name: [] for name, _ in entries}
     for text in options:
         name, sep, rest = text.partition(":")
@@ -195,7 +198,7 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
             raise BookgenError(f"--option {text!r}: no player named {name!r} "
                                f"(players: {', '.join(by_name) or 'none'})")
         by_name[name].append((option.strip(), value.strip()))
-    return [PlayerSpec(name, spec, tuple(by_name[name])) for name, spec in entries]
+    return [match_player(name, spec, tuple(by_name[name])) for name, spec in entries]
 
 
 @click.command("match")
@@ -294,7 +297,7 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
     if sprt is not None:
         from bookgen.analysis.match import parse_match_sprt
 
-        test = parse_match_sprt(sprt, [p.name for p in players], alpha=sprt_alpha,
+        test = parse_match_sprt(sprt, [p.name or "" for p in players], alpha=sprt_alpha,
                                 beta=sprt_beta, model=sprt_model)
         note = "" if test.named else (f" (the first player; name another with --sprt "
                                       f"{test.opponent}:{sprt})")

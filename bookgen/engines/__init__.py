@@ -1,8 +1,9 @@
 """Everything that thinks: the engines layer.
 
-- :mod:`bookgen.engines.protocols`: the one interface for analysing positions
-  (a batch of positions in, priors, values and best lines out) shared by
-  every engine and used by grow, MCTS, blend and refine search;
+- :mod:`bookgen.engines.protocols`: the two interfaces, "evaluate positions"
+  (``Evaluator``: a batch of positions in, priors, values and best lines out,
+  used by grow, MCTS, blend and refine search) and "choose a move" (``Player``:
+  a ``MoveChoice``);
 - :mod:`bookgen.engines.spec`: the one grammar of engine specs;
 - :mod:`bookgen.engines.settings`: the one engine-settings type (spec,
   options, limits, timeout, restarts) and refine search's analysis key;
@@ -16,5 +17,10 @@
 - :mod:`bookgen.engines.network`: dlshogi-shaped networks (features without
   torch, the torch model, the torch and ONNX evaluators);
 - :mod:`bookgen.engines.blend`: book priors blended into another evaluator;
-- :mod:`bookgen.engines.mcts`: PUCT Monte-Carlo tree search over an evaluator.
+- :mod:`bookgen.engines.mcts`: PUCT Monte-Carlo tree search over an evaluator;
+- :mod:`bookgen.engines.players`: the player a player spec names (``builtin``
+  alpha-beta in :mod:`bookgen.engines.builtin.player`, ``usi:COMMAND`` in
+  :mod:`bookgen.engines.usi.player`, ``mcts:EVALUATOR`` in
+  :mod:`bookgen.engines.mcts_player`), opened from
+  :mod:`bookgen.engines.player_settings`.
 """

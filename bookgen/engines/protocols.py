@@ -1,15 +1,20 @@
-"""The one interface for analysing positions: the built-in search, USI engines, networks.
+"""The engines' two interfaces: "evaluate positions" and "choose a move".
 
-An evaluator takes a batch of positions and returns, for each, an
-:class:`Evaluation`: a prior over its legal moves and a value, the win
-probability for the side to move. grow, MCTS (grow's and self-play's),
-blend and refine search all use it.
+An evaluator (:class:`Evaluator`) takes a batch of positions and returns, for
+each, an :class:`Evaluation`: a prior over its legal moves and a value, the
+win probability for the side to move. grow, MCTS (grow's and self-play's),
+blend and refine search all use it. Evaluators that search by themselves (USI
+engines, the built-in alpha-beta) may also return per-move values from their
+own search (``move_values``), which the expander then uses directly instead
+of running MCTS on top, and the best line of their search as the engine gave
+it (``score``, ``bound``, ``seldepth``, ``bestmove``, ``pv``): refine search
+stores that line.
 
-Evaluators that search by themselves (USI engines, the built-in alpha-beta)
-may also return per-move values from their own search (``move_values``),
-which the expander then uses directly instead of running MCTS on top, and
-the best line of their search as the engine gave it (``score``, ``bound``,
-``seldepth``, ``bestmove``, ``pv``): refine search stores that line.
+A player (:class:`Player`) chooses a move in a game: it answers with a
+:class:`MoveChoice`, or raises :class:`PlayerFailure` when its engine failed
+and the game is lost. The game loop, :func:`bookgen.play.loop.play_game`,
+asks it; :func:`bookgen.engines.players.open_player` opens one from its
+settings.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from bookgen.errors import BookgenError
 
 if TYPE_CHECKING:  # cshogi (and numpy) stay unloaded for `bookgen --help`
     import cshogi
+    import numpy as np
+
+    from bookgen.play.clock import ClockState
+    from bookgen.play.rules import GameState, Reason
 
 
 AnalysisMode = Literal["multipv-lines", "best-line"]
@@ -123,3 +132,68 @@ class EvaluatorBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass
+class MoveChoice:
+    """What a player does in a position: play a move, resign or declare.
+
+    ``move`` is the move to play (USI). ``best`` is the player's best move,
+    the training target of self-play (an MCTS player's most visited move,
+    also when it sampled another ``move``; None: no target). ``score_cp`` is
+    the player's value of the position in centipawns for the side to move
+    (None: not given). ``elapsed_ms`` is the time the choice took, as the
+    player measured it (what a clock is charged).
+    """
+
+    move: str | None = None
+    best: str | None = None
+    score_cp: int | None = None
+    resign: bool = False
+    declare: bool = False
+    elapsed_ms: int = 0
+
+
+class PlayerFailure(Exception):
+    """The player's engine failed during a game; the game is lost with ``reason``
+    (a time forfeit, or an engine failure) and ``detail``."""
+
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class Player(Protocol):
+    """Something that plays games: the built-in alpha-beta, MCTS over an
+    evaluator, or a USI engine.
+
+    ``name`` names it in game records. ``engine_name`` and ``engine_author``
+    are what its engine says of itself (USI ``id``; None when unknown).
+    ``honours_clock``: whether its moves are charged to a clock and can lose
+    on time (USI engines); the others are limited by their own budgets, and
+    their time is recorded but never forfeited. ``new_game`` is called before
+    each game it plays (once per game, also when it plays both sides).
+    ``choose`` answers the position of ``game`` (which it must not change);
+    ``clock`` is the game's clocks (None: no clock), ``rng`` the game's
+    random numbers (MCTS samples its opening moves with it).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def engine_name(self) -> str | None: ...
+
+    @property
+    def engine_author(self) -> str | None: ...
+
+    @property
+    def honours_clock(self) -> bool: ...
+
+    def new_game(self) -> None: ...
+
+    def choose(self, game: GameState, clock: ClockState | None,
+               rng: np.random.Generator) -> MoveChoice: ...
+
+    def close(self) -> None: ...

@@ -1,14 +1,16 @@
 """Time controls of games between engines: limits per move and the clocks they run.
 
-Times are in milliseconds. Used by the match runner (``bookgen match``) and its
-players.
+Times are in milliseconds. Used by the game loop (:mod:`bookgen.play.loop`) and
+the players that honour a clock (USI engines).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TimeControl"]
+__all__ = ["ClockState", "TimeControl"]
+
+BLACK, WHITE = 0, 1   # cshogi.BLACK, cshogi.WHITE
 
 
 @dataclass(frozen=True)
@@ -65,3 +67,25 @@ class TimeControl:
         if self.byoyomi:
             parts.append(f"byoyomi {self.byoyomi / 1000:g} s")
         return " ".join(parts)
+
+
+@dataclass
+class ClockState:
+    """A game's clocks: its time control and the main time each side has left
+    (ms, by colour; below zero within the margin)."""
+
+    control: TimeControl
+    remaining_ms: dict[int, int]
+
+    @classmethod
+    def start(cls, control: TimeControl) -> ClockState:
+        """Both clocks at the control's main time."""
+        return cls(control, {BLACK: control.time or 0, WHITE: control.time or 0})
+
+    def allowed_ms(self, turn: int) -> int:
+        """The longest the move of ``turn`` may take (see :meth:`TimeControl.allowed_ms`)."""
+        return self.control.allowed_ms(self.remaining_ms[turn])
+
+    def spend(self, turn: int, elapsed_ms: int) -> str | None:
+        """Charge a move to ``turn``'s clock (see :meth:`TimeControl.spend`)."""
+        return self.control.spend(self.remaining_ms, turn, elapsed_ms)

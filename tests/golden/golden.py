@@ -518,7 +518,7 @@ def g7_g13() -> list[Step]:
         record_dir("csa", "G9/csa", "text"),
         cmd("selfplay", "--starts", "suite.txt", "--games", "2", "-o", "selfplay-ab.hcpe",
             "--playouts", "8", "--max-ply", "24", "--seed", "1", "--black", "alphabeta",
-            "--white", "builtin", "--json", out="G9/selfplay-ab.json", kind="json",
+            "--white", "mcts:builtin", "--json", out="G9/selfplay-ab.json", kind="json",
             files=[("selfplay-ab.hcpe", "G9/selfplay-ab.hcpe", "binary")]),
         cmd("selfplay", "--starts", "suite.txt", "--games", "6", "-o", "selfplay-resign.hcpe",
             "--playouts", "8", "--max-ply", "60", "--seed", "2", "--resign", "150",

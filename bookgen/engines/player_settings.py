@@ -1,0 +1,79 @@
+"""The settings of a player: everything needed to open one in any process (picklable).
+
+:func:`bookgen.engines.players.open_player` opens the player they describe.
+Self-play and matches build them from the command line and differ only in
+their fields: the built-in player's strength (self-play: depth 4 / 40,000
+nodes; a match: depth 64 / 20,000 nodes), and what a USI engine's failure
+does (:attr:`PlayerSettings.restarts`, a
+:class:`~bookgen.engines.restart.RestartPolicy`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES
+from bookgen.engines.restart import RestartPolicy, SearchLimits
+from bookgen.engines.spec import EngineSpec, parse_spec
+
+__all__ = ["BuiltinPlay", "MctsPlay", "PlayerSettings"]
+
+
+@dataclass(frozen=True)
+class BuiltinPlay:
+    """The built-in alpha-beta player's strength: its depth and node budget per move."""
+
+    depth: int = PLAY_DEPTH
+    nodes: int = PLAY_NODES
+
+
+@dataclass(frozen=True)
+class MctsPlay:
+    """An MCTS player's search and its random opening moves (dlshogi's
+    ``--random``, ``--random_temperature``, ``--random_cutoff``).
+
+    ``evaluator_options`` go to its evaluator's constructor.
+    """
+
+    playouts: int = 100
+    batch_size: int = 1
+    random_moves: int = 4
+    temperature: float = 1.0
+    random_cutoff: float = 0.9
+    evaluator_options: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class PlayerSettings:
+    """Everything needed to open a player in any process (picklable).
+
+    ``name`` is the player's name in a match: messages then say ``player
+    NAME``, and games record it; None (self-play) names the player after
+    its engine. ``options`` are a USI engine's ``setoption`` pairs, or the
+    built-in player's ``depth`` and ``nodes`` (as text, checked when the
+    player opens). ``builtin`` is the built-in player's strength without
+    those options, ``mcts`` an MCTS player's search. A USI engine without a
+    clock searches with ``limits`` (none: byoyomi 1000) and waits
+    ``engine_timeout_s`` at most (None: the client's default for the limits);
+    gpsshogi refuses to start under limits it aborts on. ``restarts``: what a
+    USI engine's crash, hang or broken protocol does: ``"retry"`` restarts it
+    and searches again, up to ``retries`` times, then fails the run;
+    ``"forfeit"`` loses the game
+    (:class:`~bookgen.engines.protocols.PlayerFailure`) and restarts the
+    engine before its next game.
+    """
+
+    spec: EngineSpec
+    name: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+    builtin: BuiltinPlay = field(default_factory=BuiltinPlay)
+    mcts: MctsPlay = field(default_factory=MctsPlay)
+    limits: SearchLimits = field(default_factory=SearchLimits)
+    engine_timeout_s: float | None = None
+    restarts: RestartPolicy = field(default_factory=RestartPolicy)
+
+    @classmethod
+    def parse(cls, text: str, **fields: Any) -> PlayerSettings:
+        """Settings for the player spec ``text`` (a clear error when it is not one)."""
+        return cls(parse_spec(text, role="player"), **fields)

@@ -1,0 +1,152 @@
+"""The game loop: one game between two players, under the runner's rules.
+
+Self-play (:mod:`bookgen.selfplay.games`) and matches
+(:mod:`bookgen.analysis.match`) play every game here. The runner, not the
+players, decides how a game ends (:mod:`bookgen.play.rules`). At each ply the
+player to move is asked for a :class:`~bookgen.engines.protocols.MoveChoice`,
+and then, in this order:
+
+1. a :class:`~bookgen.engines.protocols.PlayerFailure` (its engine crashed,
+   hung or broke the protocol) loses the game: on time when it was a time
+   forfeit, else as an engine failure;
+2. under a clock, a player that honours it is charged the time it took; past
+   its allowance (margin included) it loses on time;
+3. a declaration ends the game (a win if the position meets the declaration
+   rule, else a loss);
+4. a resignation ends it;
+5. ``on_decision`` sees the position and the choice (self-play records its
+   training data here);
+6. score adjudication (``resign_cp``): a side whose own score stayed at or
+   below ``-resign_cp`` for ``resign_moves`` of its moves resigns;
+7. the score is kept and the move played: an illegal move loses, and
+   checkmate, repetition, perpetual check and ``max_ply`` end the game.
+
+This module sits above the engines layer (it asks players), the rest of
+:mod:`bookgen.play` below it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import cshogi
+import numpy as np
+
+from bookgen.engines.protocols import MoveChoice, Player, PlayerFailure
+from bookgen.play.clock import ClockState, TimeControl
+from bookgen.play.rules import GameState, Outcome, Reason
+from bookgen.timestamps import utc_now
+
+__all__ = ["GameRules", "PlayedGame", "play_game"]
+
+
+@dataclass(frozen=True)
+class GameRules:
+    """How a game ends besides checkmate, repetition and illegal moves.
+
+    ``max_ply``: a draw at this ply, counted from the initial position (the
+    opening moves of a ``startpos moves ...`` start included; a start given
+    as a board or sfen counts from its move number). ``declaration_rule``:
+    ``"27"`` or ``"24"``. ``resign_cp`` (None: off) and ``resign_moves``:
+    score adjudication.
+    """
+
+    max_ply: int = 320
+    declaration_rule: str = "27"
+    resign_cp: int | None = None
+    resign_moves: int = 3
+
+
+@dataclass
+class PlayedGame:
+    """A finished game: where it started, who played, its moves, its end and its times.
+
+    ``scores`` holds each mover's score of the position before its move (its
+    own view, None: not given), one per move. ``black_ms``/``white_ms`` are
+    the times the players reported (clocked or not); ``engine_seconds`` the
+    wall time spent in the players' choices, ``wall_seconds`` the whole game's.
+    """
+
+    start_sfen: str
+    names: tuple[str, str]
+    moves: list[str]
+    scores: list[int | None]
+    outcome: Outcome
+    black_ms: int
+    white_ms: int
+    started_at: str
+    finished_at: str
+    wall_seconds: float
+    engine_seconds: float
+
+    @property
+    def plies(self) -> int:
+        return len(self.moves)
+
+
+def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: GameRules, *,
+              clock: TimeControl | None = None, rng: np.random.Generator | None = None,
+              on_decision: Callable[[GameState, MoveChoice], None] | None = None
+              ) -> PlayedGame:
+    """Play one game from ``start`` (a board, or a ``startpos``/``sfen`` position line)
+    between ``players`` (by colour: ``cshogi.BLACK``, ``cshogi.WHITE``; one object
+    may play both) under ``rules`` (see the module docstring for the order of
+    each ply).
+
+    ``clock`` is the time control (None: no clock). ``rng`` is given to the
+    players (None: a fixed seed). Each distinct player's ``new_game`` is
+    called once, black's first.
+    """
+    started_at, wall_start = utc_now(), time.perf_counter()
+    game = GameState(start, max_ply=None, declaration_rule=rules.declaration_rule,
+                     resign=rules.resign_cp, resign_moves=rules.resign_moves)
+    game.max_ply = max(1, rules.max_ply - (game.board.move_number - 1))
+    for player in {id(p): p for p in (players[cshogi.BLACK], players[cshogi.WHITE])}.values():
+        player.new_game()
+    clocks = ClockState.start(clock) if clock is not None else None
+    charged = clocks is not None and clocks.control.clocked
+    rng = rng if rng is not None else np.random.default_rng(0)
+    used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
+    scores: list[int | None] = []
+    engine_seconds = 0.0
+    while game.outcome is None:
+        turn = game.turn
+        player = players[turn]
+        move_start = time.perf_counter()
+        try:
+            choice = player.choose(game, clocks, rng)
+        except PlayerFailure as failure:
+            engine_seconds += time.perf_counter() - move_start
+            if failure.reason is Reason.TIME_FORFEIT:
+                game.forfeit_time(failure.detail)
+            else:
+                game.forfeit_failure(failure.detail)
+            break
+        engine_seconds += time.perf_counter() - move_start
+        used[turn] += choice.elapsed_ms
+        if charged and player.honours_clock:
+            assert clocks is not None
+            late = clocks.spend(turn, choice.elapsed_ms)
+            if late is not None:
+                game.forfeit_time(late)
+                break
+        if choice.declare:
+            game.declare()
+            break
+        if choice.resign:
+            game.resign("resigned")
+            break
+        if on_decision is not None:
+            on_decision(game, choice)
+        if game.adjudicate(choice.score_cp) is not None:
+            break
+        scores.append(choice.score_cp)
+        game.push(choice.move or "")
+    outcome = game.outcome
+    assert outcome is not None
+    return PlayedGame(game.start_sfen, (players[cshogi.BLACK].name, players[cshogi.WHITE].name),
+                      list(game.moves), scores[:len(game.moves)], outcome,
+                      used[cshogi.BLACK], used[cshogi.WHITE], started_at, utc_now(),
+                      time.perf_counter() - wall_start, engine_seconds)
