@@ -493,6 +493,9 @@ def test_ctrl_c_while_the_engine_shuts_down_leaves_the_run_finished(small_book, 
 
 _IMPORT_ERROR_AFTER_CTRL_C = """
 import os, signal, sys
+# as started from a terminal, even when the test run itself ignores SIGINT
+# (a background job of a non-interactive shell inherits SIG_IGN)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from bookgen.startup import quit_on_ctrl_c
 quit_on_ctrl_c()
 import click
