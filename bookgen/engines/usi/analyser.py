@@ -242,14 +242,7 @@ class UsiEvaluator(EvaluatorBase):
         engine = self.engine
         assert engine is not None
         engine.new_game()
-        engine.position(f"sfen {sfen}")
-        result = engine.go(**self.limits.go(), timeout=self.timeout)
-        self.searches += 1
-        if result.bestmove is None and not (result.resign or result.win):
-            raise BadOutput(f"no bestmove in the engine's answer (last lines: "
-                             f"{result.tail()})")
-        if result.bestmove is not None and result.bestmove not in legal:
-            raise BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
+        result = self._search(sfen, legal)
         moves = [result.bestmove] if result.bestmove is not None else []
         priors = [1.0] * len(moves)
         info = self._last_scored(result)
