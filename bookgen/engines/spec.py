@@ -25,12 +25,11 @@ from typing import Literal
 
 from bookgen.errors import BookgenError
 
-__all__ = ["ANALYSER_KINDS", "EngineSpec", "Role", "parse_spec"]
+__all__ = ["EngineSpec", "Role", "parse_spec"]
 
 Role = Literal["analyser", "player"]
 Kind = Literal["builtin", "usi", "torch", "onnx", "blend", "mcts"]
 
-ANALYSER_KINDS: tuple[Kind, ...] = ("builtin", "usi", "torch", "onnx", "blend")
 NETWORK_KINDS = ("torch", "onnx")
 ANALYSER_HINT = "use builtin, usi:COMMAND, torch:PATH, onnx:PATH or blend:BOOK:INNER"
 PLAYER_HINT = ("use builtin (alpha-beta), usi:COMMAND, or mcts:EVALUATOR with EVALUATOR one of "
