@@ -23,8 +23,10 @@ import time
 from pathlib import Path
 
 from bookgen.engines.mcts import MctsSettings
+from bookgen.engines.settings import engine_settings
 from bookgen.grow import GrowBudget, GrowSettings, grow
 from bookgen.refine.book_search import search
+from bookgen.refine.settings import SearchSettings
 
 FAIRY = "/usr/games/fairy-stockfish"
 
@@ -51,8 +53,9 @@ def main() -> None:
         for workers in args.workers:
             book = Path(tmp) / f"book{workers}.sqlite"
             shutil.copy(source, book)
-            summary = search(book, engine=f"usi:{FAIRY}", nodes=args.nodes, workers=workers,
-                             progress=False)
+            settings = SearchSettings(engine_settings(f"usi:{FAIRY}", nodes=args.nodes),
+                                      workers=workers)
+            summary = search(book, settings, progress=False)
             conn = sqlite3.connect(book)
             nodes = conn.execute("SELECT sum(nodes) FROM analyses").fetchone()[0] or 0
             conn.close()

@@ -10,5 +10,8 @@
   re-search of book positions with a USI engine or the built-in search;
 - :mod:`bookgen.refine.mistakes`: ``refine mistakes``, the positions where
   book and engine disagree (dlshogi's ``diff_eval``), optionally extended
-  and searched again (``--iterate``).
+  and searched again (``--iterate``);
+- :mod:`bookgen.refine.settings`: the settings of ``refine search`` and
+  ``refine mistakes`` (loads neither numpy nor cshogi: the CLI reads its
+  defaults).
 """

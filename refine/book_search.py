@@ -6,14 +6,15 @@ stored in the ``analyses`` table: the score in centipawns for the side to move
 (mates as ``+-(30000 - plies)`` with the distance in ``mate``), its bound,
 depth, seldepth, nodes, best move and PV, with the ``runs`` row of the run.
 
-Selections (all of them contain only positions that have book moves):
+Selections (:class:`bookgen.refine.settings.PositionSelection`; all of them
+contain only positions that have book moves):
 
 - ``all``: every position with moves;
 - ``leaves``: positions none of whose moves leads to a position with moves;
 - ``principal``: the principal lines. From the roots (the initial position
   when it is in the book, and every position with moves that no book move
   leads to), follow for **both** sides every move whose value is within
-  ``margin`` cp of the position's best move; the value of a move is its
+  ``margin_cp`` of the position's best move; the value of a move is its
   ``minimax_value`` when ``refine minimax`` filled it, else its ``value``.
   The positions reached (breadth first, each once) are the selection;
 - ``visits``: positions whose ``visits`` (search effort spent when grow
@@ -26,13 +27,13 @@ is committed on its own, so Ctrl-C and ``kill -9`` lose only the searches in
 flight. The engine gets ``usinewgame`` (a cleared hash)
 before every position, so a result does not depend on what the engine
 searched before (nor on the number of workers). A crash or timeout restarts
-the engine and searches the position again, up to ``retries`` times. A
-position that still fails is counted as failed and skipped (a later run tries
-it again), so that one position an engine cannot search does not block a
-book. But an engine that fails on the first 2 positions it is given, on 10
-in a row later, or on every position of the run is broken: the run stops
-as ``failed`` (exit code 2) with the engine's last error, as grow stops when
-its evaluator fails.
+the engine and searches the position again, up to ``retries`` times (the
+engine settings' restart policy). A position that still fails is counted as
+failed and skipped (a later run tries it again), so that one position an
+engine cannot search does not block a book. But an engine that fails on the
+first 2 positions it is given, on 10 in a row later, or on every position of
+the run is broken: the run stops as ``failed`` (exit code 2) with the
+engine's last error, as grow stops when its evaluator fails.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ from bookgen.arrays import NULL
 from bookgen.engines.factory import open_evaluator
 from bookgen.engines.protocols import Evaluation, Evaluator, PositionFailed
 from bookgen.engines.restart import EngineLabel
-from bookgen.engines.settings import EngineSettings, engine_settings
+from bookgen.engines.settings import EngineSettings
 from bookgen.errors import BookgenError
 from bookgen.progress import progress_bar
+from bookgen.refine.settings import SELECTIONS, PositionSelection, SearchSettings
 from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book, writes
 from bookgen.store.index import BookIndex
@@ -74,8 +76,6 @@ __all__ = [
     "search", "search_label", "select_positions",
 ]
 
-SELECTIONS = ("all", "leaves", "principal", "visits")
-DEFAULT_MARGIN = 50
 MAX_FAILURES_IN_A_ROW = 10  # an engine that analysed positions, then fails on this many
 MAX_FAILURES_AT_START = 2   # an engine that fails on this many before analysing any
 
@@ -138,23 +138,20 @@ def _worker_analyse(task: tuple[int, str]) -> AnalysisRecord:
     return analyse_position(_worker["evaluator"], *task)
 
 
-def select_positions(index: BookIndex, select: str = "all", min_visits: int | None = None,
-                     margin: int = DEFAULT_MARGIN) -> list[int]:
+def select_positions(index: BookIndex, selection: PositionSelection) -> list[int]:
     """The ids of the positions a selection names (see the module docstring), in the
     order they will be searched."""
+    select = selection.select
     if select == "all":
         return index.with_moves()
     if select == "leaves":
         return index.leaves()
     if select == "principal":
-        return index.principal(margin)
-    if select == "visits":
-        if min_visits is None:
-            raise BookgenError("--select visits needs --min-visits N")
-        rows = index.with_moves_rows()
-        visits = index.column("visits")[rows]
-        return index.ids[rows[np.where(visits == NULL, 0, visits) >= min_visits]].tolist()
-    raise BookgenError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
+        return index.principal(selection.margin_cp)
+    assert select == "visits" and selection.min_visits is not None  # PositionSelection checks
+    rows = index.with_moves_rows()
+    visits = index.column("visits")[rows]
+    return index.ids[rows[np.where(visits == NULL, 0, visits) >= selection.min_visits]].tolist()
 
 
 # --------------------------------------------------------------------------
@@ -163,6 +160,8 @@ def select_positions(index: BookIndex, select: str = "all", min_visits: int | No
 
 @dataclass
 class SearchSummary:
+    """What a refine search run did; :meth:`as_dict` is ``refine search --json``."""
+
     book: str
     run_id: int
     status: str
@@ -190,33 +189,20 @@ class SearchSummary:
         return result
 
 
-def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
-           engine_options: dict[str, str] | None = None, nodes: int | None = None,
-           byoyomi: int | None = None, movetime: int | None = None, depth: int | None = None,
-           select: str = "all", min_visits: int | None = None, margin: int = DEFAULT_MARGIN,
-           workers: int = 1, limit: int | None = None, engine_timeout: float | None = None,
-           retries: int = 2, only: Iterable[int] | None = None,
-           progress: bool = True, wait: bool = False) -> SearchSummary:
-    """Search the selected book positions with ``engine`` and store the analyses.
+def search(book: str | Path = DEFAULT_BOOK, settings: SearchSettings | None = None, *,
+           only: Iterable[int] | None = None, progress: bool = True,
+           wait: bool = False) -> SearchSummary:
+    """Search the positions ``settings`` select with its engine and store the analyses.
+    See the module docstring, ``bookgen refine search --help`` and
+    :class:`bookgen.refine.settings.SearchSettings` (None: the defaults).
 
     ``only`` restricts the selection to these position ids (used by
-    ``refine mistakes --iterate`` for the positions it just added). See the
-    module docstring and ``bookgen refine search --help``.
-    ``wait``: when another process writes the book, wait for it instead of
-    raising :class:`bookgen.store.lock.BookLocked`.
+    ``refine mistakes --iterate`` for the positions it just added).
+    ``progress``: show a progress bar. ``wait``: when another process writes the
+    book, wait for it instead of raising :class:`bookgen.store.lock.BookLocked`.
     """
-    if select not in SELECTIONS:
-        raise BookgenError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
-    if select == "visits" and min_visits is None:
-        raise BookgenError("--select visits needs --min-visits N")
-    if workers < 1:
-        raise BookgenError("--workers must be at least 1")
-    if limit is not None and limit < 1:
-        raise BookgenError("--limit must be at least 1")
-    if margin < 0:
-        raise BookgenError("--margin must be 0 or more")
-    settings = engine_settings(engine, engine_options, nodes, byoyomi, movetime, depth,
-                               engine_timeout, retries)
+    settings = settings if settings is not None else SearchSettings()
+    engine, limit, workers = settings.engine, settings.limit, settings.workers
     path = Path(book)
     if not path.is_file():
         raise BookgenError(f"{path}: no such book")
@@ -225,7 +211,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     # touched.
     with writing(path, wait=wait):
         analyser: Evaluator | None  # None once handed over to the backend
-        analyser = open_analyser(settings)
+        analyser = open_analyser(engine)
         try:
             store = Book(path, create=False, wait=wait)
         except BaseException:
@@ -235,22 +221,19 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
     try:
         mark_dead_runs(store)
         index = BookIndex.load(store)
-        selected = select_positions(index, select, min_visits, margin)
+        selected = select_positions(index, settings.selection)
         wanted = set(only) if only is not None else None
         if wanted is not None:
             selected = [pid for pid in selected if pid in wanted]
-        done = analysed_positions(store, settings.key())
+        done = analysed_positions(store, engine.key())
         todo = [pid for pid in selected if pid not in done]
         already = len(selected) - len(todo)
         left = len(todo) - limit if limit is not None and len(todo) > limit else 0
         if limit is not None:
             todo = todo[:limit]
-        spec = str(settings.spec)
-        params = {"engine": spec, "key": settings.key(), "select": select,
-                  "min_visits": min_visits, "margin": margin, "workers": workers,
-                  "limit": limit, "engine_timeout": engine_timeout, "retries": retries,
-                  "only": len(wanted) if wanted is not None else None}
-        summary = SearchSummary(str(book), 0, "running", spec, select,
+        spec = str(engine.spec)
+        params = settings.params(len(wanted) if wanted is not None else None)
+        summary = SearchSummary(str(book), 0, "running", spec, settings.selection.select,
                                 selected=len(selected), already_analysed=already,
                                 to_analyse=len(todo), left_by_limit=left)
         with store.transaction():
@@ -268,7 +251,7 @@ def search(book: str | Path = DEFAULT_BOOK, *, engine: str = "builtin",
                     analyser = None
                     # Two positions queued per worker hide the round trip.
                     backend = PoolRunner(min(workers, len(todo)), _worker_analyse,
-                                         _worker_init, (settings,),
+                                         _worker_init, (engine,),
                                          queued_per_worker=2)
                 else:
                     local = analyser

@@ -10,34 +10,35 @@ options, limits). Both are centipawns for the side to move. dlshogi's
     ((s + thr) * o < 0 or (s - thr) * o < 0 or s * (o + opp) < 0 or s * (o - opp) < 0)
     and (|o - s| >= diff or the engine announced a mate)
 
-``thr`` (``--threshold``, 150) widens the test on the book's score and ``opp``
-(``--opp-threshold``, default ``thr``; dlshogi calls the engine's score the
+The rule's settings are a :class:`bookgen.refine.settings.DetectionSettings`.
+``thr`` (``threshold_cp``, 150) widens the test on the book's score and ``opp``
+(``opp_threshold_cp``, default ``thr``; dlshogi calls the engine's score the
 "opponent" score) the test on the engine's: the first part holds unless both
 scores are clearly on the same side (``s >= thr and o >= opp``, or
-``s <= -thr and o <= -opp``). ``diff`` (``--diff``) defaults to 200 cp: two
+``s <= -thr and o <= -opp``). ``diff`` (``diff_cp``) defaults to 200 cp: two
 thirds of a minor piece, well above the noise between a fixed-node search and
 a book value, and a difference a network's training can feel. Such a position
 is a mistake of kind ``diff``. A mate the engine announced where the book does
 not hold a mate for the same side is a mistake of kind ``missed_mate``
 whatever the rule says.
 
-``--iterate`` follows dlshogi's ``iter_diff_eval``: for each newly flagged
-position it extends the book from the position after the engine's best move
-when the book was too pessimistic (``o > s``), else after the book's best
-move. An engine move that is not yet a book move is added to the position's
-moves first (value and ``eval_value`` the engine's score, depth the
-analysis's, count 1, child linked), so that what grows behind it reaches the
-position's value. Each position after such a move is the root of its own
-``grow`` run (``expand`` positions, no ``eval_threshold`` cut, its root
-recorded as ``mistakes:<run>:<iteration>:<number>``), made by the
-:class:`Extender` the caller passes in (the CLI passes
-:func:`bookgen.cli.refine.grow_extender`, which runs :func:`bookgen.grow.grow`:
-refine does not import the grow stage); then ``refine
-minimax`` runs, the positions the grow runs expanded are searched with the
-same analysis key, and the mistakes are detected again. It
-stops when a round flags no position that an earlier round had not flagged,
-or after ``max_iterations`` extensions. Every round's mistakes are recorded
-with their round number (``iteration``); the last round's are the result.
+``iterate`` (:class:`bookgen.refine.settings.ExtensionSettings`) follows
+dlshogi's ``iter_diff_eval``: for each newly flagged position it extends the
+book from the position after the engine's best move when the book was too
+pessimistic (``o > s``), else after the book's best move. An engine move that
+is not yet a book move is added to the position's moves first (value and
+``eval_value`` the engine's score, depth the analysis's, count 1, child
+linked), so that what grows behind it reaches the position's value. Each
+position after such a move is the root of its own ``grow`` run (``expand``
+positions, no ``eval_threshold_cp`` cut, its root recorded as
+``mistakes:<run>:<iteration>:<number>``), made by the :class:`Extender` the
+caller passes in (the CLI passes :func:`bookgen.cli.refine.grow_extender`,
+which runs :func:`bookgen.grow.grow`: refine does not import the grow stage);
+then ``refine minimax`` runs, the positions the grow runs expanded are
+searched with the same analysis key, and the mistakes are detected again. It
+stops when a round flags no position that an earlier round had not flagged, or
+after ``max_iterations`` extensions. Every round's mistakes are recorded with
+their round number (``iteration``); the last round's are the result.
 """
 
 from __future__ import annotations
@@ -50,13 +51,18 @@ from typing import Any, Protocol
 
 import cshogi
 
-from bookgen.engines.factory import default_batch_size
 from bookgen.engines.settings import EngineSettings
 from bookgen.errors import BookgenError
 from bookgen.formats.positions import Roots
 from bookgen.position import board_key, signed64
 from bookgen.refine.book_search import search
 from bookgen.refine.minimax import refine_minimax
+from bookgen.refine.settings import (
+    DetectionSettings,
+    ExtensionSettings,
+    MistakesSettings,
+    SearchSettings,
+)
 from bookgen.signals import Interrupted, RunStop, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book, MoveRows, queries, writes
 from bookgen.store.index import BookIndex
@@ -71,11 +77,8 @@ from bookgen.store.runs import (
 from bookgen.timestamps import utc_now
 from bookgen.values import MATE_BOUND, MATE_VALUE
 
-__all__ = ["DEFAULT_DIFF", "DEFAULT_THRESHOLD", "Extender", "Extension", "Mistake",
-           "MistakesSummary", "classify", "find_mistakes", "mistakes", "position_line"]
-
-DEFAULT_THRESHOLD = 150
-DEFAULT_DIFF = 200
+__all__ = ["Extender", "Extension", "Mistake", "MistakesSummary", "classify", "find_mistakes",
+           "mistakes", "position_line"]
 
 
 class Extension(Protocol):
@@ -92,18 +95,18 @@ class Extension(Protocol):
 
 
 class Extender(Protocol):
-    """Grows ``book`` from ``roots`` by ``positions`` expansions, as one run: the CLI
-    passes one that calls :func:`bookgen.grow.grow` (``batch_size`` None: the
-    evaluator's default)."""
+    """Grows ``book`` from ``roots`` as one run, by ``settings.expand`` expansions
+    with the settings' evaluator, playouts and batch size, without stopping at
+    values beyond ``eval_threshold_cp``: the CLI passes one that calls
+    :func:`bookgen.grow.grow` (:func:`bookgen.cli.refine.grow_extender`)."""
 
-    def __call__(self, book: Path, *, evaluator: str,
-                 evaluator_options: dict[str, Any] | None, roots: Roots, positions: int,
-                 playouts: int, batch_size: int | None, eval_threshold: int, seed: int,
-                 progress: bool) -> Extension: ...
+    def __call__(self, book: Path, settings: ExtensionSettings, *, roots: Roots,
+                 eval_threshold_cp: int, seed: int, progress: bool) -> Extension: ...
 
 
-def classify(s: int, o: int, engine_mate: int | None, thr: int = DEFAULT_THRESHOLD,
-             opp: int | None = None, diff: int = DEFAULT_DIFF) -> str | None:
+def classify(s: int, o: int, engine_mate: int | None,
+             thr: int = DetectionSettings.threshold_cp, opp: int | None = None,
+             diff: int = DetectionSettings.diff_cp) -> str | None:
     """``"missed_mate"``, ``"diff"`` or None for book score ``s`` and engine score ``o``."""
     opp = thr if opp is None else opp
     if engine_mate is not None:
@@ -180,10 +183,11 @@ def _analysis_key(book: Book, engine: str | None, analysis_run: int | None
     return json.loads(row[1])["key"], row[0]
 
 
-def _detect(book: Book, key: dict[str, Any], thr: int, opp: int, diff: int
+def _detect(book: Book, key: dict[str, Any], rule: DetectionSettings
             ) -> tuple[list[Mistake], int]:
     """Mistakes of the book against the analyses with ``key``; also how many
     positions were compared."""
+    thr, opp, diff = rule.threshold_cp, rule.opp_cp, rule.diff_cp
     index = BookIndex.load(book)
     analyses = latest_analyses(book, matching_runs(book, key))
     paths = index.paths_from_start()
@@ -207,97 +211,79 @@ def _detect(book: Book, key: dict[str, Any], thr: int, opp: int, diff: int
 
 @dataclass
 class MistakesSummary:
+    """What a refine mistakes run found: the last round's ``mistakes`` among the
+    ``compared`` positions analysed with the analysis ``key`` (of ``engine``),
+    one entry per round in ``rounds``, and the rows the run wrote itself (its
+    grow and search runs count theirs in their own ``runs`` rows).
+    :meth:`as_dict` is ``refine mistakes --json`` (its ``notes`` are always
+    empty, kept for the JSON of earlier versions)."""
+
     book: str
     run_id: int
     status: str
     engine: str
     key: dict[str, Any]
-    threshold: int
-    opp_threshold: int
-    diff: int
+    settings: MistakesSettings
     compared: int = 0
     mistakes: list[Mistake] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    positions_added: int = 0   # rows this run wrote itself (its grow and search runs
-    moves_added: int = 0       # count theirs in their own runs rows)
+    positions_added: int = 0
+    moves_added: int = 0
     moves_updated: int = 0
 
     def as_dict(self) -> dict[str, Any]:
+        detection = self.settings.detection
         return {"book": self.book, "run_id": self.run_id, "status": self.status,
-                "engine": self.engine, "key": self.key, "threshold": self.threshold,
-                "opp_threshold": self.opp_threshold, "diff": self.diff,
-                "compared": self.compared, "rounds": self.rounds, "notes": self.notes,
+                "engine": self.engine, "key": self.key, "threshold": detection.threshold_cp,
+                "opp_threshold": detection.opp_cp, "diff": detection.diff_cp,
+                "compared": self.compared, "rounds": self.rounds, "notes": [],
                 "positions_added": self.positions_added, "moves_added": self.moves_added,
                 "moves_updated": self.moves_updated,
                 "mistakes": [m.as_dict() for m in self.mistakes]}
 
 
-def find_mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
-                  analysis_run: int | None = None, threshold: int = DEFAULT_THRESHOLD,
-                  opp_threshold: int | None = None, diff: int = DEFAULT_DIFF) -> list[Mistake]:
-    """The mistakes of ``book``, without recording anything (read-only)."""
-    opp = threshold if opp_threshold is None else opp_threshold
+def find_mistakes(book: str | Path = DEFAULT_BOOK,
+                  detection: DetectionSettings | None = None) -> list[Mistake]:
+    """The mistakes of ``book`` by the rule and against the analyses ``detection``
+    names (None: the defaults), without recording anything (read-only)."""
+    detection = detection if detection is not None else DetectionSettings()
     with Book(book, create=False, readonly=True) as store:
-        key, _run = _analysis_key(store, engine, analysis_run)
-        return _detect(store, key, threshold, opp, diff)[0]
+        key, _run = _analysis_key(store, detection.engine, detection.analysis_run)
+        return _detect(store, key, detection)[0]
 
 
-def mistakes(book: str | Path = DEFAULT_BOOK, *, engine: str | None = None,
-             analysis_run: int | None = None, threshold: int = DEFAULT_THRESHOLD,
-             opp_threshold: int | None = None, diff: int = DEFAULT_DIFF, iterate: bool = False,
-             max_iterations: int = 3, evaluator: str = "builtin",
-             evaluator_options: dict[str, Any] | None = None, playouts: int = 200,
-             batch_size: int | None = None, expand: int = 2, workers: int = 1, seed: int = 0,
-             progress: bool = True, wait: bool = False,
-             extender: Extender | None = None) -> MistakesSummary:
-    """Find (and with ``iterate`` work on) the book's evaluation mistakes; records
-    them in the ``mistakes`` table under a ``refine mistakes`` run. See the module
-    docstring and ``bookgen refine mistakes --help``. ``iterate`` needs
-    ``extender`` (:func:`bookgen.cli.refine.grow_extender`), which makes the grow runs with
-    ``evaluator``, ``evaluator_options``, ``playouts`` and ``batch_size`` (None:
-    the evaluator's default). ``wait``: when another process writes the book,
-    wait for it instead of raising :class:`bookgen.store.lock.BookLocked`."""
-    if iterate and extender is None:
+def mistakes(book: str | Path = DEFAULT_BOOK, settings: MistakesSettings | None = None, *,
+             extender: Extender | None = None, progress: bool = True,
+             wait: bool = False) -> MistakesSummary:
+    """Find (and with ``settings.iterate`` work on) the book's evaluation mistakes;
+    records them in the ``mistakes`` table under a ``refine mistakes`` run. See the
+    module docstring, ``bookgen refine mistakes --help`` and
+    :class:`bookgen.refine.settings.MistakesSettings` (None: the defaults).
+    ``iterate`` needs ``extender`` (:func:`bookgen.cli.refine.grow_extender`), which
+    makes the grow runs with ``settings.extension``. ``progress``: show progress
+    bars. ``wait``: when another process writes the book, wait for it instead of
+    raising :class:`bookgen.store.lock.BookLocked`."""
+    settings = settings if settings is not None else MistakesSettings()
+    if settings.iterate and extender is None:
         raise BookgenError("iterate needs an extender: pass "
                            "extender=bookgen.cli.refine.grow_extender")
-    for name, value in (("--threshold", threshold), ("--diff", diff),
-                        ("--opp-threshold", opp_threshold)):
-        if value is not None and value < 0:
-            raise BookgenError(f"{name} must be 0 or more")
-    for name, value in (("--max-iterations", max_iterations), ("--expand", expand),
-                        ("--workers", workers), ("--playouts", playouts)):
-        if value < 1:
-            raise BookgenError(f"{name} must be at least 1")
-    opp = threshold if opp_threshold is None else opp_threshold
+    detection = settings.detection
     path = Path(book)
     if not path.is_file():
         raise BookgenError(f"{path}: no such book")
     store = Book(path, create=False, wait=wait)
     try:
         mark_dead_runs(store)
-        key, key_run = _analysis_key(store, engine, analysis_run)
-        params = {"engine": engine, "analysis_run": key_run, "key": key,
-                  "threshold": threshold, "opp_threshold": opp, "diff": diff,
-                  "iterate": iterate, "max_iterations": max_iterations if iterate else None,
-                  "evaluator": evaluator if iterate else None,
-                  "evaluator_options": evaluator_options if iterate else None,
-                  "playouts": playouts if iterate else None,
-                  "batch_size": ((batch_size or default_batch_size(evaluator)) if iterate
-                                 else None),
-                  "expand": expand if iterate else None,
-                  "workers": workers, "seed": seed}
+        key, key_run = _analysis_key(store, detection.engine, detection.analysis_run)
         with store.transaction():
-            run_id = store.begin_run("refine mistakes", params, evaluator=key["engine"])
+            run_id = store.begin_run("refine mistakes", settings.params(key, key_run),
+                                     evaluator=key["engine"])
             store.end_run(run_id, status="running", counts={"pid": os.getpid()})
-        summary = MistakesSummary(str(book), run_id, "running", key["engine"], key, threshold,
-                                  opp, diff)
+        summary = MistakesSummary(str(book), run_id, "running", key["engine"], key, settings)
         status = "failed"
         try:
             with stop_on_interrupt() as stop:
-                status = _rounds(store, summary, stop, iterate, max_iterations, evaluator,
-                                 evaluator_options, playouts, batch_size, expand, workers, seed,
-                                 progress, extender)
+                status = _rounds(store, summary, stop, progress, extender)
         finally:
             summary.status = status
             with store.transaction():
@@ -315,7 +301,7 @@ def _end_run(store: Book, summary: MistakesSummary, status: str) -> None:
 
 def _counts(summary: MistakesSummary) -> dict[str, Any]:
     return {"pid": os.getpid(), "compared": summary.compared,
-            "mistakes": len(summary.mistakes), "rounds": summary.rounds, "notes": summary.notes}
+            "mistakes": len(summary.mistakes), "rounds": summary.rounds, "notes": []}
 
 
 def _record(store: Book, summary: MistakesSummary, iteration: int,
@@ -329,41 +315,38 @@ def _record(store: Book, summary: MistakesSummary, iteration: int,
         _end_run(store, summary, "running")
 
 
-def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, iterate: bool,
-            max_iterations: int, evaluator: str, evaluator_options: dict[str, Any] | None,
-            playouts: int, batch_size: int | None, expand: int, workers: int, seed: int,
-            progress: bool, extender: Extender | None) -> str:
+def _rounds(store: Book, summary: MistakesSummary, stop: RunStop, progress: bool,
+            extender: Extender | None) -> str:
+    settings = summary.settings
     flagged_before: set[int] = set()
     iteration = 0
     while True:
-        found, summary.compared = _detect(store, summary.key, summary.threshold,
-                                          summary.opp_threshold, summary.diff)
+        found, summary.compared = _detect(store, summary.key, settings.detection)
         new = [m for m in found if m.position_id not in flagged_before]
         summary.mistakes = found
         summary.rounds.append({"iteration": iteration, "mistakes": len(found), "new": len(new)})
         _record(store, summary, iteration, found)
-        if not iterate or not new or iteration >= max_iterations:
+        if not settings.iterate or not new or iteration >= settings.extension.max_iterations:
             return "done"
         if stop.is_set():
             return "interrupted"
         iteration += 1
         flagged_before.update(m.position_id for m in found)
         assert extender is not None  # mistakes() refuses iterate without one
-        status = _extend(store, summary, stop, new, extender, evaluator, evaluator_options,
-                         playouts, batch_size, expand, workers, seed + iteration, iteration,
-                         progress)
+        status = _extend(store, summary, stop, new, extender, iteration, progress)
         if status != "done" or stop.is_set():
             return status if status != "done" else "interrupted"
 
 
 def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mistake],
-            extender: Extender, evaluator: str, evaluator_options: dict[str, Any] | None,
-            playouts: int, batch_size: int | None, expand: int, workers: int, seed: int,
-            iteration: int, progress: bool) -> str:
+            extender: Extender, iteration: int, progress: bool) -> str:
     """One ``iter_diff_eval`` step: grow (``extender``) from the positions after the
     chosen moves, propagate, search what was added. Returns the status of the step.
     The grow run from the ``number``-th root of extension ``iteration`` records its
-    root as ``mistakes:<this run>:<iteration>:<number>``."""
+    root as ``mistakes:<this run>:<iteration>:<number>``, and its seed is
+    ``(seed + iteration) * 100_003 + number``."""
+    extension = summary.settings.extension
+    seed = extension.seed + iteration
     roots: dict[str, None] = {}
     added_moves = 0
     for mistake in new:
@@ -390,10 +373,9 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
         if stop.is_set():
             return "interrupted"
         label = f"mistakes:{summary.run_id}:{iteration}:{number}"
-        grown = extender(store.path, evaluator=evaluator, evaluator_options=evaluator_options,
-                         roots=Roots((root,), label), positions=expand, playouts=playouts,
-                         batch_size=batch_size, eval_threshold=MATE_VALUE,
-                         seed=seed * 100_003 + number, progress=progress)
+        grown = extender(store.path, extension, roots=Roots((root,), label),
+                         eval_threshold_cp=MATE_VALUE, seed=seed * 100_003 + number,
+                         progress=progress)
         grow_runs.append(grown.run_id)
         step["expanded"] += grown.expansions
         if grown.status != "done":
@@ -408,11 +390,9 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
         return "done"
     if stop.is_set():
         return "interrupted"
-    settings = EngineSettings.from_key(summary.key)
-    limits = settings.limits
-    searched = search(store.path, engine=str(settings.spec), engine_options=settings.options,
-                      nodes=limits.nodes, byoyomi=limits.byoyomi_ms, movetime=limits.movetime_ms,
-                      depth=limits.depth, workers=workers, only=added, progress=progress)
+    # The same analysis key, with refine search's default timeout and retries.
+    settings = SearchSettings(EngineSettings.from_key(summary.key), workers=extension.workers)
+    searched = search(store.path, settings, only=added, progress=progress)
     step["search_run"] = searched.run_id
     step["analysed"] = searched.analysed
     return searched.status

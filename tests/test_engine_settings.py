@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from bookgen.cli.grow import _evaluator_options
+from bookgen.cli.support import error_text
 from bookgen.engines.builtin.analyser import BuiltinEvaluator
 from bookgen.engines.factory import open_evaluator
 from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.engines.settings import EngineSettings, engine_settings
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.engines.usi.analyser import UsiEvaluator, parse_options
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 
 FAIRY = "/usr/games/fairy-stockfish"
 
@@ -72,24 +73,42 @@ def test_settings_fields():
     assert engine_settings().restarts == RestartPolicy(2)
 
 
-@pytest.mark.parametrize("arguments,message", [
-    ({"nodes": 0}, "--nodes must be a positive integer, not 0"),
-    ({"depth": True}, "--depth must be a positive integer, not True"),
-    ({"byoyomi": 1.5}, "--byoyomi must be a positive integer, not 1.5"),
-    ({"timeout": 0}, "--engine-timeout must be positive"),
-    ({"retries": -1}, "--retries must be 0 or more"),
-    ({"engine_options": {"Threads": "1"}}, "--engine-option, --byoyomi, --movetime and "
-                                           "--engine-timeout apply to usi: engines only"),
-    ({"byoyomi": 100}, "apply to usi: engines only"),
-    ({"engine": "torch:m.pt"}, "unknown engine 'torch:m.pt' (use builtin or usi:COMMAND)"),
-    ({"engine": "usi:  "}, "unknown engine 'usi:  '"),
-    ({"engine": "nonsense"}, "unknown engine 'nonsense'"),
-    ({"engine": "mcts:builtin"}, "unknown engine 'mcts:builtin'"),
+@pytest.mark.parametrize("arguments,field,message", [
+    ({"nodes": 0}, "engine.limits.nodes", "--nodes must be a positive integer, not 0"),
+    ({"depth": True}, "engine.limits.depth", "--depth must be a positive integer, not True"),
+    ({"byoyomi": 1.5}, "engine.limits.byoyomi_ms",
+     "--byoyomi must be a positive integer, not 1.5"),
+    ({"movetime": -3}, "engine.limits.movetime_ms",
+     "--movetime must be a positive integer, not -3"),
+    ({"timeout": 0}, "engine.timeout_s", "--engine-timeout must be positive"),
+    ({"retries": -1}, "engine.restarts.retries", "--retries must be 0 or more"),
+    ({"engine_options": {"Threads": "1"}}, "engine.options",
+     "--engine-option, --byoyomi, --movetime and --engine-timeout apply to usi: engines only"),
+    ({"byoyomi": 100}, "engine.options", "apply to usi: engines only"),
+    ({"engine": "torch:m.pt"}, None, "unknown engine 'torch:m.pt' (use builtin or usi:COMMAND)"),
+    ({"engine": "usi:  "}, None, "unknown engine 'usi:  '"),
+    ({"engine": "nonsense"}, None, "unknown engine 'nonsense'"),
+    ({"engine": "mcts:builtin"}, None, "unknown engine 'mcts:builtin'"),
 ])
-def test_refused_settings(arguments, message):
+def test_refused_settings(arguments, field, message):
+    """Bad values name the settings field in the library and the flag on the command
+    line (the texts refine search gave when it named the flags itself)."""
     with pytest.raises(BookgenError) as caught:
         engine_settings(**arguments)
-    assert message in str(caught.value)
+    assert message in error_text(caught.value)
+    if field is None:
+        assert not isinstance(caught.value, SettingsError)
+    else:
+        assert isinstance(caught.value, SettingsError) and caught.value.field == field
+        assert "--" not in str(caught.value) and str(caught.value).startswith(field)
+
+
+def test_the_usi_only_error_names_every_field():
+    with pytest.raises(SettingsError) as caught:
+        engine_settings(timeout=1.0)
+    assert str(caught.value) == ("engine.options, engine.limits.byoyomi_ms, "
+                                 "engine.limits.movetime_ms and engine.timeout_s apply to usi: "
+                                 "engines only")
 
 
 # ------------------------------------------------------------------ grow's evaluator options

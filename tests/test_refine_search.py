@@ -16,11 +16,19 @@ import cshogi
 import pytest
 
 from bookgen.cli.refine import grow_extender
+from bookgen.engines.settings import engine_settings
 from bookgen.errors import BookgenError
 from bookgen.formats.positions import Roots
 from bookgen.grow import grow
 from bookgen.refine.book_search import search
 from bookgen.refine.mistakes import Mistake, classify, find_mistakes, mistakes, position_line
+from bookgen.refine.settings import (
+    DetectionSettings,
+    ExtensionSettings,
+    MistakesSettings,
+    PositionSelection,
+    SearchSettings,
+)
 from bookgen.store import Book
 from conftest import PYTHON, dump_book, integrity_ok, run_cli, small_grow
 from processes import Bookgen, stop_all
@@ -101,9 +109,14 @@ def grown(tmp_path_factory) -> Path:
 def analysed(tmp_path_factory, grown) -> Path:
     book = tmp_path_factory.mktemp("analysed") / "book.sqlite"
     shutil.copy(grown, book)
-    summary = search(book, engine=f"usi:{FAIRY}", nodes=5000, progress=False)
+    summary = search(book, fairy(5000), progress=False)
     assert summary.status == "done" and summary.analysed == len(with_moves(book))
     return book
+
+
+def fairy(nodes: int, **settings: object) -> SearchSettings:
+    """Fairy-Stockfish searching ``nodes`` nodes a position."""
+    return SearchSettings(engine_settings(f"usi:{FAIRY}", nodes=nodes), **settings)
 
 
 def copy_of(book: Path, tmp_path: Path) -> Path:
@@ -137,7 +150,7 @@ def test_fairy_stockfish_search_fills_analyses_and_resumes(grown, tmp_path):
     assert summary["analysed"] == 0 and summary["already_analysed"] == 8
     assert len(query(book, "SELECT * FROM analyses")) == 8
     # Other limits are another analysis key: searched again.
-    summary = search(book, engine=f"usi:{FAIRY}", nodes=3000, select="leaves", progress=False)
+    summary = search(book, fairy(3000, selection=PositionSelection("leaves")), progress=False)
     assert summary.analysed == summary.selected >= 1
     assert integrity_ok(book)
 
@@ -146,11 +159,12 @@ def test_gpsusi_byoyomi_search(grown, tmp_path):
     book = copy_of(grown, tmp_path)
     runs_before = len(query(book, "SELECT id FROM runs"))
     with pytest.raises(BookgenError, match="gpsusi aborts"):
-        search(book, engine=f"usi:{GPSUSI}", engine_options={"BookDepth": "0"}, nodes=1000,
-               progress=False)
+        search(book, SearchSettings(engine_settings(f"usi:{GPSUSI}", {"BookDepth": "0"},
+                                                    nodes=1000)), progress=False)
     assert len(query(book, "SELECT id FROM runs")) == runs_before, "nothing written"
-    summary = search(book, engine=f"usi:{GPSUSI}", engine_options={"BookDepth": "0"},
-                     byoyomi=1000, select="principal", limit=2, progress=False)
+    settings = SearchSettings(engine_settings(f"usi:{GPSUSI}", {"BookDepth": "0"}, byoyomi=1000),
+                              PositionSelection("principal"), limit=2)
+    summary = search(book, settings, progress=False)
     assert summary.status == "done" and summary.analysed == 2 and summary.failed == 0
     rows = analyses(book, summary.run_id)
     assert len(rows) == 2
@@ -176,7 +190,7 @@ def test_builtin_search_is_the_same_with_two_workers(grown, tmp_path):
 
 def test_fairy_stockfish_with_two_workers(grown, tmp_path):
     book = copy_of(grown, tmp_path)
-    summary = search(book, engine=f"usi:{FAIRY}", nodes=5000, workers=2, progress=False)
+    summary = search(book, fairy(5000, workers=2), progress=False)
     assert summary.status == "done" and summary.analysed == 8
     rows = analyses(book)
     assert set(rows) == with_moves(book)
@@ -275,7 +289,8 @@ def test_ctrl_c_stops_exits_130_and_keeps_what_was_recorded(grown, tmp_path):
 def test_crashing_engine_is_survived(grown, tmp_path):
     book = copy_of(grown, tmp_path)
     engine = fake_engine(FAKES / "crash_engine.py")  # exits on every 2nd go
-    summary = search(book, engine=f"usi:{engine}", nodes=100, progress=False)
+    summary = search(book, SearchSettings(engine_settings(f"usi:{engine}", nodes=100)),
+                     progress=False)
     assert summary.status == "done" and summary.analysed == 8 and summary.failed == 0
     assert summary.restarts >= 3
     rows = analyses(book)
@@ -472,7 +487,8 @@ def test_mistakes_are_exactly_the_corrupted_positions(analysed, tmp_path):
     clean = tmp_path / "clean.sqlite"
     shutil.copy(analysed, clean)
     _book_values_from_analyses(clean)
-    assert mistakes(clean, engine=f"usi:{FAIRY}", progress=False).mistakes == []
+    by_fairy = MistakesSettings(DetectionSettings(engine=f"usi:{FAIRY}"))
+    assert mistakes(clean, by_fairy, progress=False).mistakes == []
 
 
 def test_mistake_lines_replay_to_the_positions(analysed, tmp_path):
@@ -511,8 +527,9 @@ def test_mistake_lines_replay_to_the_positions(analysed, tmp_path):
 def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     book, values, corrupted, minimax_only, mate_pid = _corrupted_book(analysed, tmp_path)
     positions_before = len(query(book, "SELECT id FROM positions"))
-    summary = mistakes(book, iterate=True, max_iterations=2, playouts=20, expand=1,
-                       progress=False, extender=grow_extender)
+    settings = MistakesSettings(iterate=True, extension=ExtensionSettings(
+        max_iterations=2, playouts=20, expand=1))
+    summary = mistakes(book, settings, progress=False, extender=grow_extender)
     assert summary.status == "done"
     rounds = summary.rounds
     assert 2 <= len(rounds) <= 3 and rounds[0]["mistakes"] == 5 and rounds[0]["new"] == 5
@@ -560,7 +577,7 @@ def test_iterate_extends_the_book_at_the_mistakes(analysed, tmp_path):
     commands = [r[0] for r in query(book, "SELECT command FROM runs WHERE id > ? ORDER BY id",
                                     (summary.run_id,))]
     assert set(commands) == {"grow", "refine search", "refine minimax"}
-    assert summary.notes == []
+    assert summary.as_dict()["notes"] == []
     assert integrity_ok(book)
 
 
@@ -568,7 +585,7 @@ def test_iterate_needs_an_extender(analysed, tmp_path):
     """refine does not import the grow stage: the grow runs of --iterate come from
     the extender the caller passes in (the CLI passes grow_extender, over bookgen.grow.grow)."""
     with pytest.raises(BookgenError, match="iterate needs an extender"):
-        mistakes(copy_of(analysed, tmp_path), iterate=True, progress=False)
+        mistakes(copy_of(analysed, tmp_path), MistakesSettings(iterate=True), progress=False)
 
 
 def test_iterate_counts_the_rows_it_writes(analysed, tmp_path):
@@ -591,8 +608,9 @@ def test_iterate_counts_the_rows_it_writes(analysed, tmp_path):
                              (_corrupt(score), pid))
     conn.close()
     assert removed > 0
-    summary = mistakes(book, iterate=True, max_iterations=1, playouts=20, expand=1,
-                       progress=False, extender=grow_extender)
+    settings = MistakesSettings(iterate=True, extension=ExtensionSettings(
+        max_iterations=1, playouts=20, expand=1))
+    summary = mistakes(book, settings, progress=False, extender=grow_extender)
     engine_moves = summary.rounds[0]["engine_moves_added"]
     assert engine_moves >= removed
     added, moves, updated = query(book, "SELECT positions_added, moves_added, moves_updated "
@@ -631,4 +649,4 @@ def test_version_1_book_migrates_to_version_2(analysed, tmp_path):
     assert after == before and analyses(book) == analyses_before
     # The migrated book works with both commands.
     assert mistakes(book, progress=False).status == "done"
-    assert search(book, engine=f"usi:{FAIRY}", nodes=5000, progress=False).analysed == 0
+    assert search(book, fairy(5000), progress=False).analysed == 0

@@ -223,6 +223,23 @@ def test_a_settings_error_can_name_its_field_inside_the_message():
         "x.db: empty file, format unknown (use --format)"
 
 
+def test_a_settings_error_can_name_other_fields_too():
+    other = SettingsError.other
+    error = SettingsError("engine.options", f"{SettingsError.FIELD} and "
+                                            f"{other('engine.limits.byoyomi_ms')} apply to usi: "
+                                            f"{other('workers')} engines only")
+    assert str(error) == ("engine.options and engine.limits.byoyomi_ms apply to usi: workers "
+                          "engines only")
+    assert error_text(error) == "--engine-option and --byoyomi apply to usi: --workers engines only"
+    assert error.naming("x", str.upper) == "x and ENGINE.LIMITS.BYOYOMI_MS apply to usi: " \
+                                           "WORKERS engines only"
+    after = SettingsError("diff", f"follows {other('threshold')}")  # the field still first
+    assert str(after) == "diff follows threshold"
+    assert error_text(after) == "--diff follows --threshold"
+    copy = pickle.loads(pickle.dumps(error))
+    assert error_text(copy) == error_text(error)
+
+
 def test_import_settings_params_and_checks(tmp_path):
     roots_file = tmp_path / "roots.txt"
     roots_file.write_text("startpos moves 2g2f\n")

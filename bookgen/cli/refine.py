@@ -1,16 +1,18 @@
 """``bookgen refine minimax``, ``refine search`` and ``refine mistakes``.
 
 Thin click layers over :func:`bookgen.refine.minimax.refine_minimax`,
-:func:`bookgen.refine.book_search.search` and :func:`bookgen.refine.mistakes.mistakes`;
-the work is imported only when a command runs. :data:`refine_group` holds
-the three commands, added below. :func:`grow_extender` is how ``refine
-mistakes --iterate`` grows the book: refine does not import the grow stage.
+:func:`bookgen.refine.book_search.search` and :func:`bookgen.refine.mistakes.mistakes`:
+they build the settings (:mod:`bookgen.refine.settings`, whose defaults are the
+flags' defaults) and call them; the work is imported only when a command
+runs. :data:`refine_group` holds the three commands, added below.
+:func:`grow_extender` is how ``refine mistakes --iterate`` grows the book:
+refine does not import the grow stage.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -31,33 +33,36 @@ from bookgen.cli.options import (
     workers_option,
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, json_text, reports_errors
+from bookgen.refine.settings import (
+    SELECTIONS,
+    DetectionSettings,
+    ExtensionSettings,
+    MistakesSettings,
+    PositionSelection,
+    SearchSettings,
+)
 
 if TYPE_CHECKING:
     from bookgen.formats.positions import Roots
     from bookgen.grow import GrowSummary
     from bookgen.refine.minimax import MinimaxSummary
 
-_SELECTIONS = ("all", "leaves", "principal", "visits")
 
-
-def grow_extender(book: Path, *, evaluator: str, evaluator_options: dict[str, Any] | None,
-                  roots: Roots, positions: int, playouts: int, batch_size: int | None,
-                  eval_threshold: int, seed: int, progress: bool) -> GrowSummary:
+def grow_extender(book: Path, settings: ExtensionSettings, *, roots: Roots,
+                  eval_threshold_cp: int, seed: int, progress: bool) -> GrowSummary:
     """A :class:`bookgen.refine.mistakes.Extender`: one :func:`bookgen.grow.grow` run
-    from ``roots`` with grow's defaults for everything else."""
-    from bookgen.engines.factory import default_batch_size
+    from ``roots`` (``settings.expand`` positions with its evaluator, playouts and
+    batch size) with grow's defaults for everything else."""
     from bookgen.engines.mcts import MctsSettings
     from bookgen.grow import EvaluatorSettings, GrowBudget, GrowSettings, WalkSettings, grow
 
-    settings = GrowSettings(
-        evaluator=EvaluatorSettings(evaluator, evaluator_options or {}),
-        budget=GrowBudget(positions=positions), roots=roots,
-        walk=WalkSettings(eval_threshold_cp=eval_threshold),
-        mcts=MctsSettings(playouts=playouts,
-                          batch_size=(batch_size if batch_size is not None
-                                      else default_batch_size(evaluator))),
+    grow_settings = GrowSettings(
+        evaluator=EvaluatorSettings(settings.evaluator, settings.evaluator_options or {}),
+        budget=GrowBudget(positions=settings.expand), roots=roots,
+        walk=WalkSettings(eval_threshold_cp=eval_threshold_cp),
+        mcts=MctsSettings(playouts=settings.playouts, batch_size=settings.mcts_batch_size()),
         seed=seed)
-    return grow(book, settings, progress=progress)
+    return grow(book, grow_settings, progress=progress)
 
 
 @click.group("refine")
@@ -124,13 +129,15 @@ def minimax_command(book: str, draw_value_black: int, draw_value_white: int, met
 @book_option()
 @click.option("--engine", default="builtin", show_default=True,
               help="builtin (bookgen's alpha-beta search) or usi:COMMAND (any USI engine).")
-@click.option("--select", type=click.Choice(_SELECTIONS), default="all", show_default=True,
+@click.option("--select", type=click.Choice(SELECTIONS), default=PositionSelection.select,
+              show_default=True,
               help="all: positions with book moves; leaves: those whose moves lead to no "
                    "position with moves; principal: reached from the roots along every move "
                    "within --margin of the best, for both sides; visits: expanded with at "
                    "least --min-visits visits.")
 @click.option("--min-visits", type=click.IntRange(0), help="--select visits: the minimum.")
-@click.option("--margin", type=click.IntRange(0), default=50, show_default=True,
+@click.option("--margin", type=click.IntRange(0), default=PositionSelection.margin_cp,
+              show_default=True,
               help="--select principal: follow moves within this many cp of the best "
                    "(minimax values when present, else the book's values).")
 @nodes_option("go nodes N (builtin: node budget).")
@@ -161,14 +168,15 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     fails on the first 2 positions, on 10 in a row or on all of them stops
     the run (exit code 2).
     """
+    from bookgen.engines.settings import engine_settings
     from bookgen.engines.usi.analyser import parse_options
     from bookgen.refine.book_search import search
 
-    options = parse_options(list(engine_options))
-    summary = search(book, engine=engine, engine_options=options, nodes=nodes,
-                     byoyomi=byoyomi, movetime=movetime, depth=depth, select=select,
-                     min_visits=min_visits, margin=margin, workers=workers, limit=limit,
-                     engine_timeout=engine_timeout, retries=retries, wait=wait)
+    selection = PositionSelection(select, min_visits, margin)  # its errors first, as before
+    analyser = engine_settings(engine, parse_options(list(engine_options)), nodes, byoyomi,
+                               movetime, depth, engine_timeout, retries)
+    settings = SearchSettings(analyser, selection, workers, limit)
+    summary = search(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())
     else:
@@ -187,23 +195,28 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
 @click.option("--analysis-run", type=click.IntRange(1),
               help="Compare with the analyses made with the engine, options and limits of "
                    "this refine search run.")
-@click.option("--threshold", type=click.IntRange(0), default=150, show_default=True,
+@click.option("--threshold", type=click.IntRange(0), default=DetectionSettings.threshold_cp,
+              show_default=True,
               help="thr of dlshogi's diff_eval: the book's score must be beyond +-thr...")
 @click.option("--opp-threshold", type=click.IntRange(0),
               help="...and the engine's beyond +-opp on the same side (default: --threshold).")
-@click.option("--diff", type=click.IntRange(0), default=200, show_default=True,
+@click.option("--diff", type=click.IntRange(0), default=DetectionSettings.diff_cp,
+              show_default=True,
               help="Minimum |engine - book| difference (cp) of a flagged position.")
 @click.option("--iterate", is_flag=True,
               help="Extend the book at each mistake (engine's move where the book was too "
                    "pessimistic, else the book's), propagate, re-search, re-detect.")
-@click.option("--max-iterations", type=click.IntRange(1), default=3, show_default=True,
+@click.option("--max-iterations", type=click.IntRange(1),
+              default=ExtensionSettings.max_iterations, show_default=True,
               help="--iterate: at most this many extensions.")
-@click.option("--evaluator", default="builtin", show_default=True,
+@click.option("--evaluator", default=ExtensionSettings.evaluator, show_default=True,
               help="--iterate: evaluator of the grow runs (as bookgen grow --evaluator).")
-@click.option("--playouts", type=click.IntRange(1), default=200, show_default=True,
+@click.option("--playouts", type=click.IntRange(1), default=ExtensionSettings.playouts,
+              show_default=True,
               help="--iterate: MCTS playouts per grown position.")
 @batch_size_option("--iterate: leaves evaluated together in the grow runs' MCTS; ")
-@click.option("--expand", type=click.IntRange(1), default=2, show_default=True,
+@click.option("--expand", type=click.IntRange(1), default=ExtensionSettings.expand,
+              show_default=True,
               help="--iterate: positions grown per mistake and round.")
 @workers_option("--iterate: engine processes of the search runs (each grow run, one "
                 "per mistake, expands in this process).")
@@ -226,20 +239,23 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
     from bookgen.files import atomic_write
     from bookgen.refine.mistakes import Extender, mistakes, position_line
 
+    settings = MistakesSettings(
+        detection=DetectionSettings(engine=engine, analysis_run=analysis_run,
+                                    threshold_cp=threshold, opp_threshold_cp=opp_threshold,
+                                    diff_cp=diff),
+        iterate=iterate,
+        extension=ExtensionSettings(max_iterations=max_iterations, expand=expand,
+                                    evaluator=evaluator, playouts=playouts,
+                                    batch_size=batch_size, workers=workers, seed=seed))
     extender: Extender | None = grow_extender if iterate else None
-    summary = mistakes(book, engine=engine, analysis_run=analysis_run, threshold=threshold,
-                       opp_threshold=opp_threshold, diff=diff, iterate=iterate,
-                       max_iterations=max_iterations, evaluator=evaluator, playouts=playouts,
-                       batch_size=batch_size, expand=expand, workers=workers, seed=seed,
-                       wait=wait, extender=extender)
+    summary = mistakes(book, settings, extender=extender, wait=wait)
     if as_json:
         text = json_text(summary.as_dict()) + "\n"
     else:
         text = "".join(position_line(m) + "\n" for m in summary.mistakes)
     message = (f"{book}: run {summary.run_id} {summary.status}: {len(summary.mistakes)} "
                f"mistakes among {summary.compared} positions analysed by {summary.engine}"
-               + (f" after {len(summary.rounds) - 1} iterations" if iterate else "")
-               + "".join(f"; {note}" for note in summary.notes))
+               + (f" after {len(summary.rounds) - 1} iterations" if iterate else ""))
     if output is not None:
         atomic_write(output, text.encode("utf-8"))
         click.echo(message)

@@ -48,6 +48,14 @@ FIELD_FLAGS = {
     "fit_white_advantage": "--white-advantage",
     "fit_draw_rate": "--draw-rate",
     "sprt_tests": "--sprt",
+    "engine.options": "--engine-option",
+    "engine.limits.byoyomi_ms": "--byoyomi",
+    "engine.limits.movetime_ms": "--movetime",
+    "engine.timeout_s": "--engine-timeout",
+    "selection.margin_cp": "--margin",
+    "detection.threshold_cp": "--threshold",
+    "detection.opp_threshold_cp": "--opp-threshold",
+    "detection.diff_cp": "--diff",
 }
 
 
@@ -58,9 +66,9 @@ def flag_of(field: str) -> str:
 
 
 def error_text(error: BookgenError) -> str:
-    """A library error as the command line says it: settings errors name the flag."""
+    """A library error as the command line says it: settings errors name the flags."""
     if isinstance(error, SettingsError):
-        return error.naming(flag_of(error.field))
+        return error.naming(flag_of(error.field), flag_of)
     return str(error)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES
 from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 
 __all__ = ["BEST_LINE_RETRIES", "EngineSettings", "engine_settings"]
 
@@ -101,17 +101,20 @@ def engine_settings(engine: str = "builtin", engine_options: dict[str, str] | No
     ``engine`` is ``builtin`` or ``usi:COMMAND``. builtin: depth 4 with a
     40,000-node budget unless ``depth``/``nodes`` say otherwise (``nodes``
     alone deepens until the budget is spent). usi: byoyomi 1000 ms when no
-    limit is given.
+    limit is given. Bad values raise :class:`~bookgen.errors.SettingsError` naming
+    the field as refine search's settings nest it (``engine.limits.nodes``,
+    ``engine.timeout_s``, ...).
     """
-    for name, value in (("--nodes", nodes), ("--byoyomi", byoyomi), ("--movetime", movetime),
-                        ("--depth", depth)):
+    for name, value in (("nodes", nodes), ("byoyomi_ms", byoyomi), ("movetime_ms", movetime),
+                        ("depth", depth)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):
-            raise BookgenError(f"{name} must be a positive integer, not {value!r}")
+            raise SettingsError(f"engine.limits.{name}",
+                                f"must be a positive integer, not {value!r}")
     if timeout is not None and timeout <= 0:
-        raise BookgenError("--engine-timeout must be positive")
+        raise SettingsError("engine.timeout_s", "must be positive")
     if retries < 0:
-        raise BookgenError("--retries must be 0 or more")
+        raise SettingsError("engine.restarts.retries", "must be 0 or more")
     options = {str(k): str(v) for k, v in (engine_options or {}).items()}
     try:
         spec = parse_spec(engine)
@@ -119,8 +122,11 @@ def engine_settings(engine: str = "builtin", engine_options: dict[str, str] | No
         spec = None
     if spec is not None and spec.kind == "builtin":
         if options or byoyomi is not None or movetime is not None or timeout is not None:
-            raise BookgenError("--engine-option, --byoyomi, --movetime and --engine-timeout "
-                               "apply to usi: engines only")
+            other = SettingsError.other
+            raise SettingsError("engine.options",
+                                f"{SettingsError.FIELD}, {other('engine.limits.byoyomi_ms')}, "
+                                f"{other('engine.limits.movetime_ms')} and "
+                                f"{other('engine.timeout_s')} apply to usi: engines only")
         if depth is None and nodes is None:
             depth, nodes = PLAY_DEPTH, PLAY_NODES
         elif depth is None:
