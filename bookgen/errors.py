@@ -1,5 +1,12 @@
 """Errors that the CLI reports as one line on stderr with exit code 2."""
 
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_MENTION = re.compile(r"\{field:([A-Za-z0-9_.]+)\}")
+
 
 class BookgenError(Exception):
     """A user-facing error: bad input, missing file, refused operation."""
@@ -15,6 +22,11 @@ class SettingsError(BookgenError):
     least 1". The CLI names its flag instead (:meth:`naming` with
     :func:`bookgen.cli.support.flag_of`), so library errors never name a CLI
     flag and the CLI's texts name its flags.
+
+    A message can name other fields too, each written as :meth:`mention`
+    (``f"{SettingsError.FIELD} and {SettingsError.mention('replace')} exclude
+    each other"``); they are named as the field is. A message that names any
+    field gets no field in front of it.
     """
 
     FIELD = "{field}"
@@ -24,11 +36,25 @@ class SettingsError(BookgenError):
         self.message = message
         super().__init__(self.naming(field))
 
-    def naming(self, name: str) -> str:
-        """The error's text with ``name`` for the field."""
-        if self.FIELD in self.message:
-            return self.message.replace(self.FIELD, name)
-        return f"{name} {self.message}"
+    @staticmethod
+    def mention(field: str) -> str:
+        """How a message names another settings field than the error's own."""
+        return "{field:" + field + "}"
+
+    @property
+    def mentioned(self) -> tuple[str, ...]:
+        """The other fields the message names."""
+        return tuple(_MENTION.findall(self.message))
+
+    def naming(self, name: str, name_of: Callable[[str], str] | None = None) -> str:
+        """The error's text with ``name`` for the field and ``name_of(field)`` for the
+        others it mentions (None: their dotted names)."""
+        text = _MENTION.sub(lambda match: (name_of or str)(match.group(1)), self.message)
+        if self.FIELD in text:
+            return text.replace(self.FIELD, name)
+        if self.mentioned:
+            return text
+        return f"{name} {text}"
 
     def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return type(self), (self.field, self.message)
