@@ -48,6 +48,13 @@ FIELD_FLAGS = {
     "fit_white_advantage": "--white-advantage",
     "fit_draw_rate": "--draw-rate",
     "sprt_tests": "--sprt",
+    "selection.max_value_cp": "--max-value",
+    "selection.principal_margin_cp": "--principal-margin",
+    "rules.resign_cp": "--resign",
+    "output.replace": "--force",
+    **{f"players.{side}.{field}": flag for side in ("black", "white") for field, flag in (
+        ("limits.byoyomi_ms", "--byoyomi"), ("limits.movetime_ms", "--movetime"),
+        ("engine_timeout_s", "--engine-timeout"))},
 }
 
 
