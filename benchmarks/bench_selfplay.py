@@ -20,7 +20,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bookgen.selfplay.games import selfplay
+from bookgen.engines.player_settings import PlayerSettings
+from bookgen.engines.restart import SearchLimits
+from bookgen.play.loop import GameRules
+from bookgen.selfplay.games import (
+    SelfplayOutput,
+    SelfplayPlayers,
+    SelfplaySettings,
+    selfplay,
+    selfplay_player,
+)
 from bookgen.selfplay.train import TrainSettings, train
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -28,12 +37,14 @@ STARTS = ["startpos", "startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",
           "startpos moves 7g7f 8c8d", "startpos moves 2g2f 3c3d 7g7f"]
 
 
-def play(label: str, tmp: Path, games: int, workers: int, **kwargs: object) -> Path:
+def play(label: str, tmp: Path, games: int, workers: int, player: PlayerSettings) -> Path:
     starts = tmp / "starts.txt"
     starts.write_text("\n".join(STARTS) + "\n")
     output = tmp / f"{label.split()[0]}-{workers}.hcpe"
-    summary = selfplay(starts, games, output, workers=workers, max_ply=160, seed=1,
-                       progress=False, force=True, **kwargs)  # type: ignore[arg-type]
+    settings = SelfplaySettings(games, players=SelfplayPlayers.both(player),
+                                rules=GameRules(max_ply=160),
+                                output=SelfplayOutput(replace=True), workers=workers, seed=1)
+    summary = selfplay(starts, output, settings, progress=False)
     print(f"{label:<36} workers={workers}  {summary.games:>3} games "
           f"{summary.positions:>5} positions {summary.seconds:>7.1f} s  "
           f"{summary.positions_per_second:>7.1f} positions/s  "
@@ -56,12 +67,13 @@ def main() -> None:
         data = []
         for workers in (1, 2):
             data.append(play(f"builtin, {args.playouts} playouts", tmp, args.games, workers,
-                             playouts=args.playouts))
+                             selfplay_player("mcts:builtin", playouts=args.playouts)))
         if Path(FAIRY).exists():
             for workers in (1, 2):
+                fairy = selfplay_player(f"usi:{FAIRY}", options=(("Threads", "1"),),
+                                        limits=SearchLimits(nodes=args.nodes))
                 data.append(play(f"fairy-stockfish, {args.nodes} nodes", tmp,
-                                 args.engine_games, workers, player=f"usi:{FAIRY}",
-                                 nodes=args.nodes, engine_options={"Threads": "1"}))
+                                 args.engine_games, workers, fairy))
         else:
             print(f"{FAIRY} missing: skipped", file=sys.stderr)
         for blocks, channels, threads in ((5, 64, 1), (5, 64, 2), (1, 8, 1)):

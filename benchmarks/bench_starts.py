@@ -26,20 +26,20 @@ sys.path.insert(0, str(HERE))
 
 _WRAPPER = """
 import cProfile, json, resource, sys, time
-from bookgen.selfplay.starts import make_starts
+from bookgen.selfplay.starts import StartsSettings, make_starts
 out, book, fmt, source, profile = sys.argv[1:6]
 profiler = cProfile.Profile() if profile else None
 start = time.perf_counter()
 if profiler:
     profiler.enable()
-summary = make_starts(out, book, fmt=fmt, source=source)
+summary = make_starts(book, out, StartsSettings(format=fmt, source=source))
 if profiler:
     profiler.disable()
     profiler.dump_stats(profile)
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"written": summary["written"], "seconds": seconds, "peak": peak,
+print(json.dumps({"written": summary.written, "seconds": seconds, "peak": peak,
                   "workers": workers}))
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-_OTHER_FIELD = re.compile(r"\{field:([^{}]+)\}")
+_MENTION = re.compile(r"\{field:([A-Za-z0-9_.]+)\}")
 
 
 class BookgenError(Exception):
@@ -19,10 +19,14 @@ class SettingsError(BookgenError):
     ``"mcts.playouts"``, ``"workers"``), ``message`` what is wrong. The message
     names the field where it holds :attr:`FIELD`, else the field comes first:
     ``SettingsError("workers", "must be at least 1")`` reads "workers must be at
-    least 1". A message that also names other fields holds :meth:`other` for
-    each, named the same way. The CLI names its flags instead (:meth:`naming`
-    with :func:`bookgen.cli.support.flag_of`), so library errors never name a CLI
+    least 1". The CLI names its flag instead (:meth:`naming` with
+    :func:`bookgen.cli.support.flag_of`), so library errors never name a CLI
     flag and the CLI's texts name its flags.
+
+    A message can name other fields too, each written as :meth:`mention`
+    (``f"{SettingsError.FIELD} and {SettingsError.mention('replace')} exclude
+    each other"``); they are named as the field is. A message that names any
+    field gets no field in front of it.
     """
 
     FIELD = "{field}"
@@ -33,20 +37,24 @@ class SettingsError(BookgenError):
         super().__init__(self.naming(field))
 
     @staticmethod
-    def other(field: str) -> str:
-        """Where a message names another field than the error's (``{field:NAME}``):
-        ``SettingsError("selection.min_visits", f"{SettingsError.other('selection.select')}
-        visits needs {SettingsError.FIELD} N")``."""
+    def mention(field: str) -> str:
+        """How a message names another settings field than the error's own."""
         return "{field:" + field + "}"
 
+    @property
+    def mentioned(self) -> tuple[str, ...]:
+        """The other fields the message names."""
+        return tuple(_MENTION.findall(self.message))
+
     def naming(self, name: str, name_of: Callable[[str], str] | None = None) -> str:
-        """The error's text with ``name`` for the field and ``name_of(field)`` for
-        the other fields the message names (None: their dotted names)."""
-        message = _OTHER_FIELD.sub(
-            lambda match: name_of(match[1]) if name_of is not None else match[1], self.message)
-        if self.FIELD in message:
-            return message.replace(self.FIELD, name)
-        return f"{name} {message}"
+        """The error's text with ``name`` for the field and ``name_of(field)`` for the
+        others it mentions (None: their dotted names)."""
+        text = _MENTION.sub(lambda match: (name_of or str)(match.group(1)), self.message)
+        if self.FIELD in text:
+            return text.replace(self.FIELD, name)
+        if self.mentioned:
+            return text
+        return f"{name} {text}"
 
     def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return type(self), (self.field, self.message)

@@ -63,7 +63,7 @@ class PositionSelection:
                                f"(choose from {', '.join(SELECTIONS)})")
         if self.select == "visits" and self.min_visits is None:
             raise SettingsError("selection.min_visits",
-                                f"{SettingsError.other('selection.select')} visits needs "
+                                f"{SettingsError.mention('selection.select')} visits needs "
                                 f"{SettingsError.FIELD} N")
         _not_negative("selection.min_visits", self.min_visits)
         _not_negative("selection.margin_cp", self.margin_cp)

@@ -1,15 +1,20 @@
 """``bookgen selfplay``: games from start positions, written as dlshogi training data.
 
-Each game starts at a start position drawn uniformly at random from the
-starts file (dlshogi's self-play roots): ``startpos moves ...`` / ``sfen
-...`` lines, or a ``.hcp`` file of ``cshogi.HuffmanCodedPos`` records
+:func:`selfplay` takes the starts file, the output file and a
+:class:`SelfplaySettings` (the players, :class:`bookgen.play.loop.GameRules`,
+the random opening, the outputs, games, workers, seed) and returns a
+:class:`SelfplaySummary`. Each game starts at a start position drawn
+uniformly at random from the starts file (dlshogi's self-play roots):
+``startpos moves ...`` / ``sfen ...`` lines, or a ``.hcp`` file of
+``cshogi.HuffmanCodedPos`` records
 (:func:`bookgen.formats.positions.read_starts`). A player is named by a
-player spec (:mod:`bookgen.engines.players`):
+player spec (:mod:`bookgen.engines.players`; :func:`selfplay_player` makes its
+settings):
 
 - ``mcts:EVALUATOR`` (the default, ``mcts:builtin``; a bare ``torch:PATH``,
   ``onnx:PATH`` or ``blend:BOOK:INNER`` means the same): MCTS over that
   evaluator with ``playouts`` playouts and dlshogi's random opening moves
-  (:class:`bookgen.engines.mcts_player.MctsPlayer`);
+  (:class:`bookgen.engines.mcts_player.MctsPlayer`; :class:`RandomOpening`);
 - ``usi:COMMAND``: a USI engine with its own search (``go nodes`` /
   ``byoyomi`` / ``movetime``); ``bestmove resign`` and ``bestmove win`` are
   resignation and declaration; a crash or hang restarts it and searches
@@ -33,8 +38,9 @@ move (the most visited move, also when a different move was sampled); and
 ``gameResult`` the game's result, independent of the side to move
 (``DRAW`` 0, ``BLACK_WIN`` 1, ``WHITE_WIN`` 2): dlshogi's convention, where
 the trainer turns it into the side to move's target. Games shorter than
-``min_ply`` plies give no records and their roots go to ``out_min`` as hcp
-records (dlshogi ``--min_move`` and ``--out_min_hcp``).
+``output.min_ply`` plies give no records and their roots go to
+``output.out_min`` as hcp records (dlshogi ``--min_move`` and
+``--out_min_hcp``).
 
 Outputs are written to temporary files next to their targets and renamed at
 the end, whole games at a time: an interrupted or failed run leaves the
@@ -52,7 +58,8 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +72,7 @@ from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
 from bookgen.engines.restart import SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import AtomicFile, check_output
 from bookgen.formats.positions import read_starts
 from bookgen.formats.records import write_csa_record
@@ -77,7 +84,9 @@ from bookgen.values import clip_score
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["GameRecord", "SelfplaySummary", "play_from_starts", "player_spec", "selfplay"]
+__all__ = ["GameRecord", "RandomOpening", "SelfplayOutput", "SelfplayPlayers",
+           "SelfplaySettings", "SelfplaySummary", "play_from_starts", "player_spec",
+           "selfplay", "selfplay_player"]
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
@@ -103,6 +112,28 @@ def player_spec(text: str) -> EngineSpec:
     return parse_spec(text, role="player")
 
 
+def selfplay_player(spec: str | EngineSpec, *, options: tuple[tuple[str, str], ...] = (),
+                    playouts: int = 100, batch_size: int | None = None,
+                    evaluator_options: Mapping[str, Any] | None = None,
+                    limits: SearchLimits | None = None,
+                    engine_timeout_s: float | None = None) -> PlayerSettings:
+    """A self-play player: ``spec`` (text: read by :func:`player_spec`) with a USI
+    engine's ``options``, ``limits`` and ``engine_timeout_s``, and an MCTS player's
+    ``playouts``, ``batch_size`` (None: its evaluator's default,
+    :func:`bookgen.engines.factory.default_batch_size`) and ``evaluator_options``.
+    Its random opening moves are the run's (:class:`RandomOpening`)."""
+    if isinstance(spec, str):
+        spec = player_spec(spec)
+    if batch_size is None:
+        batch_size = default_batch_size(spec.evaluator) if spec.kind == "mcts" else 1
+    return PlayerSettings(
+        spec, options=tuple(options),
+        mcts=MctsPlay(playouts=playouts, batch_size=batch_size,
+                      evaluator_options=tuple(sorted((evaluator_options or {}).items()))),
+        limits=limits if limits is not None else SearchLimits(),
+        engine_timeout_s=engine_timeout_s)
+
+
 def open_players(black: PlayerSettings, white: PlayerSettings) -> dict[int, Player]:
     """Players by colour; one instance when both sides use the same settings."""
     first = open_player(black)
@@ -114,6 +145,163 @@ def open_players(black: PlayerSettings, white: PlayerSettings) -> dict[int, Play
         first.close()
         raise
     return {cshogi.BLACK: first, cshogi.WHITE: second}
+
+
+# --------------------------------------------------------------------------
+# settings
+
+
+def _at_least(field_name: str, value: float | None, low: int) -> None:
+    if value is not None and value < low:
+        raise SettingsError(field_name, f"must be at least {low}")
+
+
+def _usi_fields_given(player: PlayerSettings) -> list[str]:
+    """The fields of ``player`` given that only a USI engine takes."""
+    limits = player.limits
+    return [name for name, value in (
+        ("options", player.options), ("limits.nodes", limits.nodes),
+        ("limits.byoyomi_ms", limits.byoyomi_ms), ("limits.movetime_ms", limits.movetime_ms),
+        ("engine_timeout_s", player.engine_timeout_s)) if value]
+
+
+def _default_player() -> PlayerSettings:
+    return selfplay_player("mcts:builtin")
+
+
+@dataclass(frozen=True)
+class SelfplayPlayers:
+    """Who plays black and who plays white (:func:`selfplay_player` makes them;
+    :meth:`both` one player for both sides). Engine options, go limits and an
+    engine timeout need a ``usi:`` player on at least one side."""
+
+    black: PlayerSettings = field(default_factory=_default_player)
+    white: PlayerSettings = field(default_factory=_default_player)
+
+    @classmethod
+    def both(cls, player: PlayerSettings) -> SelfplayPlayers:
+        """``player`` on both sides."""
+        return cls(player, player)
+
+    def __post_init__(self) -> None:
+        for side in ("black", "white"):
+            player: PlayerSettings = getattr(self, side)
+            _at_least(f"players.{side}.mcts.playouts", player.mcts.playouts, 1)
+            _at_least(f"players.{side}.mcts.batch_size", player.mcts.batch_size, 1)
+        if self.black.spec.is_usi or self.white.spec.is_usi:
+            return
+        for side in ("black", "white"):
+            given = _usi_fields_given(getattr(self, side))
+            if given:
+                nodes, byoyomi, movetime, timeout = (
+                    SettingsError.mention(f"players.{side}.{name}") for name in (
+                        "limits.nodes", "limits.byoyomi_ms", "limits.movetime_ms",
+                        "engine_timeout_s"))
+                raise SettingsError(f"players.{side}.{given[0]}",
+                                    f"engine options, {nodes}, {byoyomi}, {movetime} and "
+                                    f"{timeout} apply to usi: players only")
+
+    def with_opening(self, opening: RandomOpening) -> SelfplayPlayers:
+        """These players with ``opening``'s random moves (MCTS players sample them)."""
+        def opened(player: PlayerSettings) -> PlayerSettings:
+            return replace(player, mcts=replace(
+                player.mcts, random_moves=opening.random_moves,
+                temperature=opening.temperature, random_cutoff=opening.random_cutoff))
+        return SelfplayPlayers(opened(self.black), opened(self.white))
+
+    def for_workers(self, workers: int) -> tuple[PlayerSettings, PlayerSettings]:
+        """Black's and white's settings in each of ``workers`` processes: with an MCTS
+        player over a network among them, each evaluator takes its share of the cores
+        (``threads``) instead of all of them."""
+        players = (self.black, self.white)
+        if workers == 1 or not any(p.spec.kind == "mcts" and p.spec.evaluator.is_network
+                                   for p in players):
+            return players
+        threads = max(1, (os.cpu_count() or 1) // workers)
+
+        def shared(player: PlayerSettings) -> PlayerSettings:
+            options = dict(player.mcts.evaluator_options)
+            options.setdefault("threads", threads)
+            return replace(player, mcts=replace(
+                player.mcts, evaluator_options=tuple(sorted(options.items()))))
+        return shared(self.black), shared(self.white)
+
+
+@dataclass(frozen=True)
+class RandomOpening:
+    """MCTS players sample the first ``random_moves`` plies of each game from visit
+    counts, with weights ``visits ** (1 / temperature)``, among the moves whose win
+    rate is at least ``random_cutoff`` of the most visited move's (dlshogi's
+    ``--random``, ``--random_temperature``, ``--random_cutoff``)."""
+
+    random_moves: int = 4
+    temperature: float = 1.0
+    random_cutoff: float = 0.9
+
+    def __post_init__(self) -> None:
+        _at_least("opening.random_moves", self.random_moves, 0)
+        if not self.temperature > 0:
+            raise SettingsError("opening.temperature", "must be positive")
+        if not 0 <= self.random_cutoff <= 1:
+            raise SettingsError("opening.random_cutoff", "must be between 0 and 1")
+
+
+@dataclass(frozen=True)
+class SelfplayOutput:
+    """What a run writes besides the hcpe file: a CSA record per game in ``csa_dir``;
+    games shorter than ``min_ply`` plies give no records, and their start positions
+    go to ``out_min`` as hcp records. Existing outputs are refused unless the run
+    may ``append`` to them or ``replace`` them."""
+
+    csa_dir: Path | None = None
+    out_min: Path | None = None
+    min_ply: int = 0
+    append: bool = False
+    replace: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("csa_dir", "out_min"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Path(getattr(self, name)))
+        _at_least("output.min_ply", self.min_ply, 0)
+        if self.out_min is not None and self.min_ply == 0:
+            raise SettingsError("output.out_min",
+                                f"{SettingsError.FIELD} needs "
+                                f"{SettingsError.mention('output.min_ply')} (games shorter "
+                                "than it are collected)")
+        if self.append and self.replace:
+            raise SettingsError("output.append",
+                                f"{SettingsError.FIELD} and "
+                                f"{SettingsError.mention('output.replace')} exclude each other")
+
+
+@dataclass(frozen=True)
+class SelfplaySettings:
+    """Everything a self-play run does (see the module docstring and ``bookgen selfplay
+    --help``): ``games`` games between ``players`` under ``rules``, MCTS players
+    opening with random moves (``opening``, set on the players here), written as
+    ``output`` says, by ``workers`` processes; start positions and sampled moves
+    depend only on ``seed`` and the game's number."""
+
+    games: int
+    players: SelfplayPlayers = field(default_factory=SelfplayPlayers)
+    rules: GameRules = field(default_factory=GameRules)
+    opening: RandomOpening = field(default_factory=RandomOpening)
+    output: SelfplayOutput = field(default_factory=SelfplayOutput)
+    workers: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _at_least("games", self.games, 1)
+        _at_least("workers", self.workers, 1)
+        _at_least("rules.max_ply", self.rules.max_ply, 1)
+        _at_least("rules.resign_moves", self.rules.resign_moves, 1)
+        if self.rules.resign_cp is not None and self.rules.resign_cp <= 0:
+            raise SettingsError("rules.resign_cp", "must be a positive number of centipawns")
+        if self.rules.declaration_rule not in ("27", "24"):
+            raise SettingsError("rules.declaration_rule",
+                                f"must be 27 or 24, not {self.rules.declaration_rule!r}")
+        object.__setattr__(self, "players", self.players.with_opening(self.opening))
 
 
 # --------------------------------------------------------------------------
@@ -200,11 +388,13 @@ def write_csa(path: Path, record: GameRecord, comment: str = "") -> None:
 # outputs
 
 
-def _check_target(path: Path, force: bool, append: bool, what: str) -> None:
+def _check_target(path: Path, output: SelfplayOutput, what: str) -> None:
     check_output(path)
-    if path.exists() and not (force or append):
-        raise BookgenError(f"{path}: {what} already exists (use --append to add to it or "
-                           "--force to replace it)")
+    if path.exists() and not (output.replace or output.append):
+        raise SettingsError("output.replace", f"{path}: {what} already exists (use "
+                                              f"{SettingsError.mention('output.append')} to "
+                                              f"add to it or {SettingsError.FIELD} to "
+                                              "replace it)")
 
 
 # --------------------------------------------------------------------------
@@ -277,89 +467,27 @@ def _worker_play(index: int) -> GameRecord:
     return play_from_starts(index, _worker_starts, _worker_players, _worker_settings)
 
 
-def selfplay(starts: str | Path, games: int, output: str | Path, *,
-             player: str = "mcts:builtin", black: str | None = None, white: str | None = None,
-             playouts: int = 100,
-             batch_size: int | None = None, random_moves: int = 4, temperature: float = 1.0,
-             random_cutoff: float = 0.9, csa_dir: str | Path | None = None, workers: int = 1,
-             max_ply: int = 320, resign: int | None = None, resign_moves: int = 3,
-             out_min: str | Path | None = None, min_ply: int = 0, seed: int = 0,
-             evaluator_options: dict[str, Any] | None = None,
-             engine_options: dict[str, str] | None = None,
-             black_engine_options: dict[str, str] | None = None,
-             white_engine_options: dict[str, str] | None = None,
-             nodes: int | None = None, byoyomi: int | None = None, movetime: int | None = None,
-             engine_timeout: float | None = None, declaration_rule: str = "27",
-             append: bool = False, force: bool = False, progress: bool = True) -> SelfplaySummary:
-    """Play ``games`` games from random start positions; write their records to ``output``.
-
-    ``player`` plays both sides unless ``black`` / ``white`` name another
-    player for that side (see the module docstring for player specs).
-    ``engine_options`` go to every USI player, ``black_engine_options`` /
-    ``white_engine_options`` to one side's only. ``evaluator_options`` go to
-    the evaluators of MCTS players. ``batch_size`` None gives each MCTS player its
-    evaluator's default (:func:`bookgen.engines.factory.default_batch_size`). See
-    ``bookgen selfplay --help``.
+def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings, *,
+             progress: bool = True) -> SelfplaySummary:
+    """Play ``settings.games`` games from random start positions of ``starts``; write
+    their records to ``output`` (see the module docstring and :class:`SelfplaySettings`).
     """
-    for name, value, low in (("--games", games, 1), ("--playouts", playouts, 1),
-                             ("--batch-size", batch_size or 1, 1), ("--workers", workers, 1),
-                             ("--max-ply", max_ply, 1), ("--resign-moves", resign_moves, 1),
-                             ("--random-moves", random_moves, 0), ("--min-ply", min_ply, 0)):
-        if value < low:
-            raise BookgenError(f"{name} must be at least {low}")
-    if temperature <= 0:
-        raise BookgenError("--temperature must be positive")
-    if resign is not None and resign <= 0:
-        raise BookgenError("--resign must be a positive number of centipawns")
-    if out_min is not None and min_ply == 0:
-        raise BookgenError("--out-min needs --min-ply (games shorter than it are collected)")
-    if append and force:
-        raise BookgenError("--append and --force exclude each other")
-    parsed = {text: player_spec(text) for text in dict.fromkeys((player, black, white))
-              if text is not None}
-    specs = (parsed[black or player], parsed[white or player])
-
+    games, written = settings.games, settings.output
     output = Path(output)
-    _check_target(output, force, append, "output")
-    out_min_path = Path(out_min) if out_min is not None else None
-    if out_min_path is not None:
-        _check_target(out_min_path, force, append, "--out-min file")
+    _check_target(output, written, "output")
+    if written.out_min is not None:
+        _check_target(written.out_min, written,
+                      f"{SettingsError.mention('output.out_min')} file")
     start_records = read_starts(starts)
-    csa_path = Path(csa_dir) if csa_dir is not None else None
+    csa_path = written.csa_dir
     if csa_path is not None:
         try:
             csa_path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
-
-    def config(spec: EngineSpec, side_options: dict[str, str] | None) -> PlayerSettings:
-        return PlayerSettings(
-            spec, options=tuple({**(engine_options or {}), **(side_options or {})}.items()),
-            mcts=MctsPlay(
-                playouts=playouts,
-                batch_size=(batch_size if batch_size is not None
-                            else default_batch_size(spec.evaluator) if spec.kind == "mcts"
-                            else 1),
-                random_moves=random_moves, temperature=temperature,
-                random_cutoff=random_cutoff,
-                evaluator_options=tuple(sorted((evaluator_options or {}).items()))),
-            limits=SearchLimits(nodes=nodes, byoyomi_ms=byoyomi, movetime_ms=movetime),
-            engine_timeout_s=engine_timeout)
-
-    options = dict(evaluator_options or {})
-    if workers > 1 and any(s.kind == "mcts" and s.evaluator.is_network for s in specs):
-        # Each worker runs its own model: share the cores instead of each taking all.
-        options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
-    evaluator_options = options
-    black_config = config(specs[0], black_engine_options)
-    white_config = config(specs[1], white_engine_options)
-    if not any(s.is_usi for s in specs) and (
-            engine_options or black_engine_options or white_engine_options or nodes
-            or byoyomi or movetime or engine_timeout):
-        raise BookgenError("engine options, --nodes, --byoyomi, --movetime and "
-                           "--engine-timeout apply to usi: players only")
-    settings = GameSettings(GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
-                                      resign_cp=resign, resign_moves=resign_moves), seed)
+    black_config, white_config = settings.players.for_workers(settings.workers)
+    game_settings = GameSettings(settings.rules, settings.seed)
+    workers = settings.workers
 
     summary = SelfplaySummary(str(output))
     reasons: Counter[str] = Counter()
@@ -368,17 +496,20 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *,
         if workers == 1:
             players = open_players(black_config, white_config)
             runner: TaskRunner[int, GameRecord] = LocalRunner(
-                lambda index: play_from_starts(index, start_records, players, settings),
+                lambda index: play_from_starts(index, start_records, players,
+                                               game_settings),
                 lambda: close_players(players.values()))
         else:
             # Fail on a bad player here, not as a broken pool in the workers.
             close_players(open_players(black_config, white_config).values())
             runner = PoolRunner(workers, _worker_play, _worker_init,
-                                (black_config, white_config, start_records, settings))
+                                (black_config, white_config, start_records,
+                                 game_settings))
     except EvaluatorError as error:
         raise BookgenError(str(error)) from None
-    hcpe_file = AtomicFile(output, append)
-    min_file = AtomicFile(out_min_path, append) if out_min_path is not None else None
+    hcpe_file = AtomicFile(output, written.append)
+    min_file = (AtomicFile(written.out_min, written.append) if written.out_min is not None
+                else None)
     committed = False
     failure: BookgenError | None = None
     try:
@@ -415,7 +546,7 @@ def selfplay(starts: str | Path, games: int, output: str | Path, *,
                     record = finished.pop(next_write)
                     next_write += 1
                     _write_game(record, summary, reasons, hcpe_file, min_file, csa_path,
-                                min_ply, seed)
+                                written.min_ply, settings.seed)
                     bar.update(1)
                     bar.set_postfix(pos=summary.positions, b=summary.black_wins,
                                     w=summary.white_wins, d=summary.draws, refresh=False)

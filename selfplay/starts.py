@@ -1,5 +1,8 @@
 """``bookgen starts``: self-play start positions cut from the book.
 
+:func:`make_starts` takes the book, the output file and a
+:class:`StartsSettings` (format, source, :class:`StartsSelection`, weight,
+limit, seed) and returns a :class:`StartsSummary`.
 Positions are chosen from the book (all positions with moves, the leaves,
 the principal lines, or the mistakes found by ``refine mistakes``), filtered
 by ply, value, side to move and how often they were played, optionally
@@ -29,6 +32,7 @@ import os
 import random
 import sqlite3
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -37,16 +41,22 @@ import cshogi
 import numpy as np
 
 from bookgen.arrays import NULL
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_output
 from bookgen.formats.positions import POSITION_RECORDS, encode_positions
-from bookgen.store import DEFAULT_BOOK, Book, ValueColumn, queries
+from bookgen.store import Book, ValueColumn, queries
 from bookgen.store.columns import mistake_position_ids
 from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.workers.forked import fork_map
 
+__all__ = ["FORMATS", "SIDES", "SOURCES", "WEIGHTS", "StartsSelection", "StartsSettings",
+           "StartsSummary", "make_starts"]
+
 FORMATS = ("usi", "sfen", "hcp", "psfen")
 SOURCES = ("all", "leaves", "principal", "mistakes")
+SIDES = ("both", "black", "white")
+WEIGHTS = ("none", "visits")
+VALUES = tuple(str(column) for column in ValueColumn)
 
 _CHUNK = 1 << 14      # positions per block of output (and per encoding task)
 _CACHE_KB = 16384     # SQLite page cache while reading the book
@@ -83,42 +93,120 @@ def _mistake_ids(store: Book) -> np.ndarray:
     return mistake_position_ids(store.conn)
 
 
-def make_starts(out: str | Path, book: str | Path = DEFAULT_BOOK, *, fmt: str = "usi",
-                source: str = "all", min_ply: int | None = None, max_ply: int | None = None,
-                max_value: int | None = None, side: str = "both", min_count: int | None = None,
-                count_percentile: float | None = None, weight: str = "none",
-                limit: int | None = None, seed: int = 0, values: str = "raw",
-                principal_margin: int = 0) -> dict[str, Any]:
-    """Write start positions chosen from the book; returns a summary."""
-    if fmt not in FORMATS:
-        raise BookgenError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-    if source not in SOURCES:
-        raise BookgenError(f"unknown source {source!r} (choose from {', '.join(SOURCES)})")
-    if side not in ("both", "black", "white"):
-        raise BookgenError(f"--side must be both, black or white, not {side!r}")
-    if weight not in ("none", "visits"):
-        raise BookgenError(f"--weight must be none or visits, not {weight!r}")
-    if min_count is not None and count_percentile is not None:
-        raise BookgenError("--min-count and --count-percentile exclude each other")
+def _at_least(field_name: str, value: float | None, low: int) -> None:
+    if value is not None and value < low:
+        raise SettingsError(field_name, f"must be at least {low}")
+
+
+@dataclass(frozen=True)
+class StartsSelection:
+    """Which of the source's positions are kept: those at ``min_ply`` ..
+    ``max_ply`` (None: no bound), whose best value is within ``max_value_cp`` of 0
+    (the book's own values or refine minimax's: ``values``), whose side to move
+    is ``side`` (``both``, ``black``, ``white``) and whose moves' counts add up
+    to ``min_count`` or to the ``count_percentile`` percentile of the kept
+    positions' counts (one or the other). ``principal_margin_cp``: the
+    ``principal`` source also follows moves within this many cp of the best."""
+
+    min_ply: int | None = None
+    max_ply: int | None = None
+    max_value_cp: int | None = None
+    side: str = "both"
+    min_count: int | None = None
+    count_percentile: float | None = None
+    values: ValueColumn = ValueColumn.RAW
+    principal_margin_cp: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("min_ply", "max_ply", "max_value_cp", "min_count", "principal_margin_cp"):
+            _at_least(f"selection.{name}", getattr(self, name), 0)
+        if self.side not in SIDES:
+            raise SettingsError("selection.side",
+                                f"must be both, black or white, not {self.side!r}")
+        if self.min_count is not None and self.count_percentile is not None:
+            raise SettingsError("selection.min_count",
+                                f"{SettingsError.FIELD} and "
+                                f"{SettingsError.mention('selection.count_percentile')} "
+                                "exclude each other")
+        if self.count_percentile is not None and not 0 <= self.count_percentile <= 100:
+            raise SettingsError("selection.count_percentile", "must be between 0 and 100")
+        if self.values not in VALUES:
+            raise BookgenError(f"unknown values {self.values!r} (choose from "
+                               f"{', '.join(VALUES)})")
+        object.__setattr__(self, "values", ValueColumn(self.values))
+
+
+@dataclass(frozen=True)
+class StartsSettings:
+    """What :func:`make_starts` writes (see the module docstring and ``bookgen starts
+    --help``): the ``format`` (:data:`FORMATS`), the positions it starts from
+    (``source``, :data:`SOURCES`) and the ``selection`` among them; ``weight``
+    ``visits`` repeats positions in proportion to their visits (the median gives
+    one copy); at most ``limit`` positions, sampled with ``seed``."""
+
+    format: str = "usi"
+    source: str = "all"
+    selection: StartsSelection = field(default_factory=StartsSelection)
+    weight: str = "none"
+    limit: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise BookgenError(f"unknown format {self.format!r} (choose from "
+                               f"{', '.join(FORMATS)})")
+        if self.source not in SOURCES:
+            raise BookgenError(f"unknown source {self.source!r} (choose from "
+                               f"{', '.join(SOURCES)})")
+        if self.weight not in WEIGHTS:
+            raise SettingsError("weight", f"must be none or visits, not {self.weight!r}")
+        _at_least("limit", self.limit, 1)
+
+
+@dataclass(frozen=True)
+class StartsSummary:
+    """What :func:`make_starts` wrote: ``written`` lines or records for ``positions``
+    positions to ``file`` in ``format``; ``from_startpos`` of them (usi) as
+    ``startpos moves ...``; positions per ply (``"None"``: unknown) and the
+    range of their best values in cp (None: no value)."""
+
+    file: str
+    format: str
+    positions: int
+    written: int
+    from_startpos: int
+    by_ply: dict[str, int]
+    value_min: int | None
+    value_max: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` output."""
+        return {"file": self.file, "format": self.format, "positions": self.positions,
+                "written": self.written, "from_startpos": self.from_startpos,
+                "by_ply": dict(self.by_ply), "value_min": self.value_min,
+                "value_max": self.value_max}
+
+
+def make_starts(book: str | Path, out: str | Path, settings: StartsSettings | None = None
+                ) -> StartsSummary:
+    """Write start positions chosen from ``book`` to ``out`` as ``settings`` say (None:
+    the defaults, every position with moves as usi lines)."""
+    settings = settings if settings is not None else StartsSettings()
     with Book(book, create=False, readonly=True) as store:
         # A small page cache: the book is read in a few sequential passes.
         queries.set_cache_size(store.conn, _CACHE_KB)
         queries.begin(store.conn)  # one snapshot of the book for all the queries
-        summary = _starts(store, Path(out), fmt, source, min_ply, max_ply, max_value, side,
-                          min_count, count_percentile, weight, limit, seed, values,
-                          principal_margin)
+        summary = _starts(store, Path(out), settings)
         queries.commit(store.conn)
     return summary
 
 
-def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
-            max_ply: int | None, max_value: int | None, side: str, min_count: int | None,
-            count_percentile: float | None, weight: str, limit: int | None, seed: int,
-            values: str, principal_margin: int) -> dict[str, Any]:
+def _starts(store: Book, out: Path, settings: StartsSettings) -> StartsSummary:
     # Every moves row (refine minimax's transposition rows too): best values and
     # counts over all of them; principal lines by the minimax values; child links
     # for the startpos lines and the leaves and principal selections.
-    column = ValueColumn.MINIMAX if values == "minimax" else ValueColumn.RAW
+    fmt, source, selection = settings.format, settings.source, settings.selection
+    column = selection.values
     principal = (ValueColumn.MINIMAX,) if source == "principal" else ()
     index = BookIndex.load(store, IndexSpec(
         positions=frozenset({"ply", "turn", "visits"}),
@@ -133,19 +221,20 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
     if source == "leaves":
         keep &= np.isin(rows, index.leaf_rows())
     elif source == "principal":
-        keep &= np.isin(rows, index.principal_rows(principal_margin))
+        keep &= np.isin(rows, index.principal_rows(selection.principal_margin_cp))
     elif source == "mistakes":
         keep &= np.isin(position_ids, _mistake_ids(store))
-    if min_ply is not None:
-        keep &= (ply != NULL) & (ply >= min_ply)
-    if max_ply is not None:
-        keep &= (ply != NULL) & (ply <= max_ply)
-    if max_value is not None:
-        keep &= (best != NULL) & (np.abs(best) <= max_value)
-    if side != "both":
-        keep &= turn == (cshogi.BLACK if side == "black" else cshogi.WHITE)
-    if count_percentile is not None and keep.any():
-        min_count = int(np.percentile(count[keep], count_percentile))
+    if selection.min_ply is not None:
+        keep &= (ply != NULL) & (ply >= selection.min_ply)
+    if selection.max_ply is not None:
+        keep &= (ply != NULL) & (ply <= selection.max_ply)
+    if selection.max_value_cp is not None:
+        keep &= (best != NULL) & (np.abs(best) <= selection.max_value_cp)
+    if selection.side != "both":
+        keep &= turn == (cshogi.BLACK if selection.side == "black" else cshogi.WHITE)
+    min_count = selection.min_count
+    if selection.count_percentile is not None and keep.any():
+        min_count = int(np.percentile(count[keep], selection.count_percentile))
     if min_count is not None:
         keep &= count >= min_count
     # Sorted by sfen: the ids in the order of the sfen index.
@@ -153,12 +242,13 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
     total = len(by_sfen)
     ids = by_sfen[np.isin(by_sfen, position_ids[keep])]
     del by_sfen
+    limit = settings.limit
     if limit is not None and len(ids) > limit:
         # (what random.sample of the sorted positions picks, by index)
-        ids = ids[np.array(sorted(random.Random(seed).sample(range(len(ids)), limit)),
+        ids = ids[np.array(sorted(random.Random(settings.seed).sample(range(len(ids)), limit)),
                            dtype=np.int64)]
     chosen = np.searchsorted(position_ids, ids)
-    copies = _copies(visits[chosen], count[chosen], weight)
+    copies = _copies(visits[chosen], count[chosen], settings.weight)
     reached = 0
     if fmt == "usi":
         tree = index.shortest_tree()
@@ -174,10 +264,10 @@ def _starts(store: Book, out: Path, fmt: str, source: str, min_ply: int | None,
             stream, fmt, store.conn, total, ids, ply[chosen], copies))
     bests = best[chosen]
     bests = bests[bests != NULL]
-    return {"file": str(out), "format": fmt, "positions": len(chosen), "written": written,
-            "from_startpos": reached, "by_ply": _by_ply(ply[chosen]),
-            "value_min": int(bests.min()) if len(bests) else None,
-            "value_max": int(bests.max()) if len(bests) else None}
+    return StartsSummary(file=str(out), format=fmt, positions=len(chosen), written=written,
+                         from_startpos=reached, by_ply=_by_ply(ply[chosen]),
+                         value_min=int(bests.min()) if len(bests) else None,
+                         value_max=int(bests.max()) if len(bests) else None)
 
 
 def _by_ply(plies: np.ndarray) -> dict[str, int]:

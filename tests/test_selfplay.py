@@ -8,7 +8,10 @@ with the games' results.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import pickle
 import shlex
 from pathlib import Path
 
@@ -16,10 +19,20 @@ import cshogi
 import numpy as np
 import pytest
 
-from bookgen.errors import BookgenError
+from bookgen.cli.support import error_text
+from bookgen.engines.restart import SearchLimits
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats.positions import read_starts
+from bookgen.play.loop import GameRules
 from bookgen.play.rules import Result
-from bookgen.selfplay.games import selfplay
+from bookgen.selfplay.games import (
+    RandomOpening,
+    SelfplayOutput,
+    SelfplayPlayers,
+    SelfplaySettings,
+    selfplay,
+    selfplay_player,
+)
 from conftest import PYTHON, run_cli
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -32,6 +45,11 @@ HCPE = cshogi.HuffmanCodedPosAndEval
 def fake(*args: str) -> str:
     return "usi:" + " ".join(shlex.quote(str(p)) for p in (PYTHON, FAKES / "fake_engine.py",
                                                              *args))
+
+
+def mcts(playouts: int = 100) -> SelfplayPlayers:
+    """mcts:builtin on both sides."""
+    return SelfplayPlayers.both(selfplay_player("mcts:builtin", playouts=playouts))
 
 
 def write_starts(path: Path, lines: list[str] = ROOTS) -> Path:
@@ -78,8 +96,10 @@ def replay_csa(path: str) -> tuple[cshogi.Parser, list[str]]:
 def builtin_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("selfplay")
     starts = write_starts(tmp / "starts.txt")
-    summary = selfplay(starts, 3, tmp / "out.hcpe", playouts=16, max_ply=60, random_moves=4,
-                       csa_dir=tmp / "csa", seed=1, progress=False)
+    settings = SelfplaySettings(3, players=mcts(16), rules=GameRules(max_ply=60),
+                                opening=RandomOpening(random_moves=4),
+                                output=SelfplayOutput(csa_dir=tmp / "csa"), seed=1)
+    summary = selfplay(starts, tmp / "out.hcpe", settings, progress=False)
     return tmp, summary
 
 
@@ -133,12 +153,15 @@ def test_records_are_the_games_positions_with_their_results(builtin_run):
 
 def test_same_seed_same_games_with_any_number_of_workers(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
-    kwargs = dict(playouts=4, max_ply=24, random_moves=8, seed=5, progress=False)
-    one = selfplay(starts, 4, tmp_path / "one.hcpe", **kwargs)
-    two = selfplay(starts, 4, tmp_path / "two.hcpe", workers=2, **kwargs)
+    settings = SelfplaySettings(4, players=mcts(4), rules=GameRules(max_ply=24),
+                                opening=RandomOpening(random_moves=8), seed=5)
+    one = selfplay(starts, tmp_path / "one.hcpe", settings, progress=False)
+    two = selfplay(starts, tmp_path / "two.hcpe", dataclasses.replace(settings, workers=2),
+                   progress=False)
     assert (tmp_path / "one.hcpe").read_bytes() == (tmp_path / "two.hcpe").read_bytes()
     assert [vars(g) for g in one.game_infos] == [vars(g) for g in two.game_infos]
-    other = selfplay(starts, 4, tmp_path / "other.hcpe", **{**kwargs, "seed": 6})
+    other = selfplay(starts, tmp_path / "other.hcpe", dataclasses.replace(settings, seed=6),
+                     progress=False)
     assert (tmp_path / "other.hcpe").read_bytes() != (tmp_path / "one.hcpe").read_bytes()
     assert other.games == 4
 
@@ -152,8 +175,9 @@ def test_hcp_start_file(tmp_path):
     path = tmp_path / "roots.hcp"
     hcps.tofile(path)
     assert len(read_starts(path)) == 2
-    summary = selfplay(path, 3, tmp_path / "out.hcpe", playouts=2, max_ply=8,
-                       csa_dir=tmp_path / "csa", progress=False)
+    summary = selfplay(path, tmp_path / "out.hcpe", SelfplaySettings(
+        3, players=mcts(2), rules=GameRules(max_ply=8),
+        output=SelfplayOutput(csa_dir=tmp_path / "csa")), progress=False)
     for info in summary.game_infos:
         parser, _ = replay_csa(info.csa)
         assert key(cshogi.Board(parser.sfen)) == key(boards[info.root_index])
@@ -174,8 +198,9 @@ def test_bad_start_files(tmp_path):
 
 def test_out_min_collects_the_roots_of_short_games(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
-    summary = selfplay(starts, 3, tmp_path / "out.hcpe", playouts=2, max_ply=10,
-                       out_min=tmp_path / "min.hcp", min_ply=11, progress=False)
+    summary = selfplay(starts, tmp_path / "out.hcpe", SelfplaySettings(
+        3, players=mcts(2), rules=GameRules(max_ply=10),
+        output=SelfplayOutput(out_min=tmp_path / "min.hcp", min_ply=11)), progress=False)
     assert summary.short_games == 3 and summary.positions == 0
     assert (tmp_path / "out.hcpe").stat().st_size == 0
     roots = np.fromfile(tmp_path / "min.hcp", cshogi.HuffmanCodedPos)
@@ -186,36 +211,44 @@ def test_out_min_collects_the_roots_of_short_games(tmp_path):
         board.set_hcp(root["hcp"])
         assert key(board) in keys
         assert info.records == 0
-    kept = selfplay(starts, 3, tmp_path / "kept.hcpe", playouts=2, max_ply=10,
-                    out_min=tmp_path / "none.hcp", min_ply=5, progress=False)
+    kept = selfplay(starts, tmp_path / "kept.hcpe", SelfplaySettings(
+        3, players=mcts(2), rules=GameRules(max_ply=10),
+        output=SelfplayOutput(out_min=tmp_path / "none.hcp", min_ply=5)), progress=False)
     long_games = [g for g in kept.game_infos if g.plies >= 5]
     assert kept.short_games == 3 - len(long_games)
     assert (tmp_path / "none.hcp").stat().st_size == 32 * kept.short_games
     assert kept.positions == sum(g.plies for g in long_games)
-    with pytest.raises(BookgenError, match="--min-ply"):
-        selfplay(starts, 1, tmp_path / "x.hcpe", out_min=tmp_path / "m.hcp", progress=False)
+    with pytest.raises(SettingsError, match=r"^output.out_min needs output.min_ply "):
+        SelfplayOutput(out_min=tmp_path / "m.hcp")
 
 
 def test_existing_outputs_need_append_or_force(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
     out = tmp_path / "out.hcpe"
-    kwargs = dict(playouts=2, max_ply=6, progress=False)
-    selfplay(starts, 2, out, **kwargs)
+    settings = SelfplaySettings(2, players=mcts(2), rules=GameRules(max_ply=6))
+    selfplay(starts, out, settings, progress=False)
     size = out.stat().st_size
     assert size == 2 * 6 * HCPE.itemsize
-    with pytest.raises(BookgenError, match="already exists"):
-        selfplay(starts, 2, out, **kwargs)
+    with pytest.raises(SettingsError) as caught:
+        selfplay(starts, out, settings, progress=False)
+    assert str(caught.value) == (f"{out}: output already exists (use output.append to add "
+                                 "to it or output.replace to replace it)")
+    assert caught.value.field == "output.replace"
     assert out.stat().st_size == size
-    selfplay(starts, 2, out, append=True, **kwargs)
+    selfplay(starts, out, dataclasses.replace(settings, output=SelfplayOutput(append=True)),
+             progress=False)
     assert out.stat().st_size == 2 * size
-    selfplay(starts, 1, out, force=True, **kwargs)
+    selfplay(starts, out, dataclasses.replace(settings, games=1,
+                                              output=SelfplayOutput(replace=True)),
+             progress=False)
     assert out.stat().st_size == size // 2
 
 
 def test_score_adjudication_resigns_and_records_the_loss(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
-    summary = selfplay(starts, 3, tmp_path / "out.hcpe", playouts=4, max_ply=60, resign=1,
-                       resign_moves=1, random_moves=0, progress=False)
+    summary = selfplay(starts, tmp_path / "out.hcpe", SelfplaySettings(
+        3, players=mcts(4), rules=GameRules(max_ply=60, resign_cp=1, resign_moves=1),
+        opening=RandomOpening(random_moves=0)), progress=False)
     records = np.fromfile(tmp_path / "out.hcpe", HCPE)
     resigned = [g for g in summary.game_infos if g.reason == "resign"]
     assert resigned
@@ -236,10 +269,14 @@ def test_score_adjudication_resigns_and_records_the_loss(tmp_path):
 
 def test_fairy_stockfish_against_the_builtin(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
-    summary = selfplay(starts, 1, tmp_path / "out.hcpe", black=f"usi:{FAIRY}",
-                       white="mcts:builtin", playouts=16, max_ply=60, nodes=2000,
-                       engine_options={"Threads": "1"}, csa_dir=tmp_path / "csa", seed=3,
-                       progress=False)
+    players = SelfplayPlayers(
+        selfplay_player(f"usi:{FAIRY}", options=(("Threads", "1"),), playouts=16,
+                        limits=SearchLimits(nodes=2000)),
+        selfplay_player("mcts:builtin", options=(("Threads", "1"),), playouts=16,
+                        limits=SearchLimits(nodes=2000)))
+    summary = selfplay(starts, tmp_path / "out.hcpe", SelfplaySettings(
+        1, players=players, rules=GameRules(max_ply=60),
+        output=SelfplayOutput(csa_dir=tmp_path / "csa"), seed=3), progress=False)
     records = np.fromfile(tmp_path / "out.hcpe", HCPE)
     check_records(records)
     info = summary.game_infos[0]
@@ -257,33 +294,37 @@ def test_fairy_stockfish_against_the_builtin(tmp_path):
 
 def test_engine_illegal_move_loses_and_crash_restarts(tmp_path):
     starts = write_starts(tmp_path / "starts.txt", ["startpos"])
-    summary = selfplay(starts, 1, tmp_path / "out.hcpe", black=fake("--illegal"),
-                       white="alphabeta", csa_dir=tmp_path / "csa", progress=False)
+    summary = selfplay(starts, tmp_path / "out.hcpe", SelfplaySettings(
+        1, players=SelfplayPlayers(selfplay_player(fake("--illegal")),
+                                   selfplay_player("alphabeta")),
+        output=SelfplayOutput(csa_dir=tmp_path / "csa")), progress=False)
     info = summary.game_infos[0]
     assert info.reason == "illegal move" and info.result == cshogi.WHITE_WIN
     assert info.plies == 0 and info.records == 0
     parser, _ = replay_csa(info.csa)
     assert parser.win == cshogi.WHITE_WIN and parser.endgame == "%ILLEGAL_MOVE"
     once = tmp_path / "crashed"
-    summary = selfplay(starts, 1, tmp_path / "crash.hcpe",
-                       player=fake("--crash-on-go", "2", "--once-file", str(once)), max_ply=8,
-                       byoyomi=100, progress=False)
+    crashing = selfplay_player(fake("--crash-on-go", "2", "--once-file", str(once)),
+                               limits=SearchLimits(byoyomi_ms=100))
+    summary = selfplay(starts, tmp_path / "crash.hcpe", SelfplaySettings(
+        1, players=SelfplayPlayers.both(crashing), rules=GameRules(max_ply=8)), progress=False)
     assert once.exists() and summary.game_infos[0].plies == 8
     check_records(np.fromfile(tmp_path / "crash.hcpe", HCPE))
 
 
 def test_a_player_that_cannot_start_leaves_no_output(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
+    missing = SelfplayPlayers(selfplay_player("usi:/nonexistent/engine"),
+                              selfplay_player("mcts:builtin"))
     with pytest.raises(BookgenError, match="cannot start"):
-        selfplay(starts, 1, tmp_path / "out.hcpe", black="usi:/nonexistent/engine",
+        selfplay(starts, tmp_path / "out.hcpe", SelfplaySettings(1, players=missing),
                  progress=False)
     with pytest.raises(BookgenError, match="unknown player 'nonsense'"):
-        selfplay(starts, 1, tmp_path / "out.hcpe", player="nonsense", workers=2,
-                 progress=False)
+        selfplay_player("nonsense")
     with pytest.raises(BookgenError, match="mcts: needs an evaluator"):
-        selfplay(starts, 1, tmp_path / "out.hcpe", player="mcts:nonsense", progress=False)
-    with pytest.raises(BookgenError, match="usi: players only"):
-        selfplay(starts, 1, tmp_path / "out.hcpe", nodes=100, progress=False)
+        selfplay_player("mcts:nonsense")
+    with pytest.raises(SettingsError, match="usi: players only"):
+        SelfplayPlayers.both(selfplay_player("mcts:builtin", limits=SearchLimits(nodes=100)))
     assert list(tmp_path.iterdir()) == [starts]
 
 
@@ -310,21 +351,30 @@ def test_builtin_is_refused_and_alphabeta_warns(tmp_path, capsys):
     the default and mcts:builtin play today's MCTS games."""
     starts = write_starts(tmp_path / "starts.txt")
     refused = "builtin now means the alpha-beta player everywhere; use mcts:builtin"
-    for sides in ({"player": "builtin"}, {"black": "builtin"}, {"white": "builtin"},
-                  {"player": "builtin", "black": "mcts:builtin", "white": "mcts:builtin"}):
-        with pytest.raises(BookgenError, match=refused):
-            selfplay(starts, 1, tmp_path / "refused.hcpe", csa_dir=tmp_path / "csa",
-                     progress=False, **sides)
+    with pytest.raises(BookgenError, match=refused):
+        selfplay_player("builtin")
+    for sides in (["--player", "builtin"], ["--black", "builtin"], ["--white", "builtin"],
+                  ["--player", "builtin", "--black", "mcts:builtin", "--white",
+                   "mcts:builtin"]):
+        result = run_cli("selfplay", "--starts", starts, "--games", "1", "-o",
+                         tmp_path / "refused.hcpe", "--csa", tmp_path / "csa", *sides,
+                         expect=2)
+        assert refused in result.stderr
     assert list(tmp_path.iterdir()) == [starts]
-    kwargs = dict(playouts=4, max_ply=12, seed=3, progress=False)
-    default = selfplay(starts, 2, tmp_path / "default.hcpe", **kwargs)
-    spelled = selfplay(starts, 2, tmp_path / "mcts.hcpe", player="mcts:builtin", **kwargs)
+    assert SelfplayPlayers() == SelfplayPlayers.both(selfplay_player("mcts:builtin"))
+    assert SelfplaySettings(1).players == mcts(100)
+    common = ["--starts", starts, "--games", "2", "--playouts", "4", "--max-ply", "12",
+              "--seed", "3", "--json"]
+    default = run_cli("selfplay", *common, "-o", tmp_path / "default.hcpe")
+    spelled = run_cli("selfplay", *common, "-o", tmp_path / "mcts.hcpe", "--player",
+                      "mcts:builtin")
     assert (tmp_path / "default.hcpe").read_bytes() == (tmp_path / "mcts.hcpe").read_bytes()
-    assert [vars(g) for g in default.game_infos] == [vars(g) for g in spelled.game_infos]
+    assert json.loads(default.stdout)["reasons"] == json.loads(spelled.stdout)["reasons"]
     capsys.readouterr()
-    alphabeta = selfplay(starts, 1, tmp_path / "ab.hcpe", black="alphabeta",
-                         white="alphabeta", max_ply=4, csa_dir=tmp_path / "csa",
-                         progress=False)
+    alphabeta = selfplay(starts, tmp_path / "ab.hcpe", SelfplaySettings(
+        1, players=SelfplayPlayers.both(selfplay_player("alphabeta")),
+        rules=GameRules(max_ply=4), output=SelfplayOutput(csa_dir=tmp_path / "csa")),
+        progress=False)
     warning = capsys.readouterr().err
     assert warning.count("bookgen: warning: 'alphabeta' is deprecated") == 1
     parser, _ = replay_csa(alphabeta.game_infos[0].csa)
@@ -337,6 +387,143 @@ def test_cli_refuses_builtin_in_one_line(tmp_path):
                      tmp_path / "out.hcpe", "--white", "builtin", expect=2)
     assert result.stderr == ("bookgen: error: builtin now means the alpha-beta player "
                              "everywhere; use mcts:builtin (the old meaning)\n")
+
+
+# -- settings: fields in the library, flags on the command line -------------------------
+
+
+def _usi_only(side: str) -> str:
+    return (f"engine options, players.{side}.limits.nodes, players.{side}.limits.byoyomi_ms, "
+            f"players.{side}.limits.movetime_ms and players.{side}.engine_timeout_s apply to "
+            "usi: players only")
+
+
+USI_ONLY_CLI = ("engine options, --nodes, --byoyomi, --movetime and --engine-timeout apply to "
+                "usi: players only")
+
+
+@pytest.mark.parametrize("make, field, library, cli", [
+    (lambda: SelfplaySettings(0), "games", "games must be at least 1",
+     "--games must be at least 1"),
+    (lambda: SelfplaySettings(1, workers=0), "workers", "workers must be at least 1",
+     "--workers must be at least 1"),
+    (lambda: SelfplayPlayers.both(selfplay_player("mcts:builtin", playouts=0)),
+     "players.black.mcts.playouts", "players.black.mcts.playouts must be at least 1",
+     "--playouts must be at least 1"),
+    (lambda: SelfplayPlayers(selfplay_player("mcts:builtin"),
+                             selfplay_player("mcts:builtin", batch_size=0)),
+     "players.white.mcts.batch_size", "players.white.mcts.batch_size must be at least 1",
+     "--batch-size must be at least 1"),
+    (lambda: SelfplaySettings(1, rules=GameRules(max_ply=0)), "rules.max_ply",
+     "rules.max_ply must be at least 1", "--max-ply must be at least 1"),
+    (lambda: SelfplaySettings(1, rules=GameRules(resign_moves=0)), "rules.resign_moves",
+     "rules.resign_moves must be at least 1", "--resign-moves must be at least 1"),
+    (lambda: SelfplaySettings(1, rules=GameRules(resign_cp=0)), "rules.resign_cp",
+     "rules.resign_cp must be a positive number of centipawns",
+     "--resign must be a positive number of centipawns"),
+    (lambda: SelfplaySettings(1, rules=GameRules(declaration_rule="25")),
+     "rules.declaration_rule", "rules.declaration_rule must be 27 or 24, not '25'",
+     "--declaration-rule must be 27 or 24, not '25'"),
+    (lambda: RandomOpening(random_moves=-1), "opening.random_moves",
+     "opening.random_moves must be at least 0", "--random-moves must be at least 0"),
+    (lambda: RandomOpening(temperature=0), "opening.temperature",
+     "opening.temperature must be positive", "--temperature must be positive"),
+    (lambda: RandomOpening(random_cutoff=1.5), "opening.random_cutoff",
+     "opening.random_cutoff must be between 0 and 1", "--random-cutoff must be between 0 and 1"),
+    (lambda: SelfplayOutput(min_ply=-1), "output.min_ply", "output.min_ply must be at least 0",
+     "--min-ply must be at least 0"),
+    (lambda: SelfplayOutput(out_min=Path("m.hcp")), "output.out_min",
+     "output.out_min needs output.min_ply (games shorter than it are collected)",
+     "--out-min needs --min-ply (games shorter than it are collected)"),
+    (lambda: SelfplayOutput(append=True, replace=True), "output.append",
+     "output.append and output.replace exclude each other",
+     "--append and --force exclude each other"),
+    (lambda: SelfplayPlayers.both(selfplay_player(
+        "mcts:builtin", limits=SearchLimits(byoyomi_ms=100))),
+     "players.black.limits.byoyomi_ms", _usi_only("black"), USI_ONLY_CLI),
+    (lambda: SelfplayPlayers(selfplay_player("mcts:builtin"),
+                             selfplay_player("alphabeta", options=(("Threads", "1"),))),
+     "players.white.options", _usi_only("white"), USI_ONLY_CLI),
+    (lambda: SelfplaySettings(1, players=SelfplayPlayers.both(selfplay_player(
+        "mcts:builtin", engine_timeout_s=5.0))),
+     "players.black.engine_timeout_s", _usi_only("black"), USI_ONLY_CLI),
+])
+def test_bad_settings_name_the_field_and_the_cli_the_flag(make, field, library, cli):
+    """The library's texts name settings fields; the CLI's are those selfplay gave when
+    it named the flags itself."""
+    with pytest.raises(SettingsError) as caught:
+        make()
+    assert (caught.value.field, str(caught.value)) == (field, library)
+    assert "--" not in str(caught.value)
+    assert error_text(caught.value) == cli
+
+
+def test_settings_set_the_random_opening_on_the_players_and_pickle():
+    usi = selfplay_player("usi:engine", options=(("Threads", "1"),),
+                          limits=SearchLimits(nodes=10), engine_timeout_s=3.0)
+    players = SelfplayPlayers(usi, selfplay_player("mcts:builtin", playouts=7))
+    settings = SelfplaySettings(2, players=players,
+                                opening=RandomOpening(random_moves=9, temperature=0.5,
+                                                      random_cutoff=0.25))
+    for player in (settings.players.black, settings.players.white):
+        assert (player.mcts.random_moves, player.mcts.temperature,
+                player.mcts.random_cutoff) == (9, 0.5, 0.25)
+    assert settings.players.white.mcts.playouts == 7
+    assert settings.players.black.options == (("Threads", "1"),)
+    assert settings.players.black.limits == SearchLimits(nodes=10)
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    assert dataclasses.replace(settings, seed=4).players == settings.players
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.games = 3  # type: ignore[misc]
+    assert SelfplayOutput(csa_dir="csa").csa_dir == Path("csa")  # type: ignore[arg-type]
+
+
+def test_networks_share_the_cores_between_workers(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    network = selfplay_player("torch:m.pt", evaluator_options={"batch_size": 8})
+    builtin = selfplay_player("mcts:builtin")
+    players = SelfplayPlayers(network, builtin)
+    assert players.for_workers(1) == (network, builtin)
+    black, white = players.for_workers(4)
+    assert black.mcts.evaluator_options == (("batch_size", 8), ("threads", 2))
+    assert white.mcts.evaluator_options == (("threads", 2),)  # as before: every side
+    assert SelfplayPlayers.both(builtin).for_workers(4) == (builtin, builtin)
+    assert network.mcts.batch_size > 1 and builtin.mcts.batch_size == 1  # their defaults
+
+
+def test_cli_errors_name_the_flags_as_before(tmp_path):
+    starts = write_starts(tmp_path / "starts.txt")
+    base = ["selfplay", "--starts", starts, "--games", "1", "--max-ply", "2", "--playouts",
+            "2"]
+
+    def error(*args: object) -> str:
+        result = run_cli(*base, *args, expect=2)
+        assert result.stdout == ""
+        return result.stderr
+
+    assert error("-o", tmp_path / "a.hcpe", "--append", "--force") == (
+        "bookgen: error: --append and --force exclude each other\n")
+    assert error("-o", tmp_path / "a.hcpe", "--out-min", tmp_path / "m.hcp") == (
+        "bookgen: error: --out-min needs --min-ply (games shorter than it are collected)\n")
+    for flags in (["--nodes", "100"], ["--byoyomi", "100"], ["--engine-timeout", "2"],
+                  ["--white-option", "Threads=1"],
+                  ["--black", "mcts:builtin", "--movetime", "5"]):
+        assert error("-o", tmp_path / "a.hcpe", *flags) == (
+            f"bookgen: error: {USI_ONLY_CLI}\n")
+    out, short = tmp_path / "out.hcpe", tmp_path / "short.hcp"
+    out.write_bytes(b"")
+    assert error("-o", out) == (f"bookgen: error: {out}: output already exists (use --append "
+                                "to add to it or --force to replace it)\n")
+    short.write_bytes(b"")
+    assert error("-o", tmp_path / "b.hcpe", "--out-min", short, "--min-ply", "5") == (
+        f"bookgen: error: {short}: --out-min file already exists (use --append to add to it "
+        "or --force to replace it)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hcpe", "short.hcp",
+                                                           "starts.txt"]
+    # a deprecated spec given for both sides warns once, as the library did
+    result = run_cli(*base, "-o", tmp_path / "ab.hcpe", "--black", "alphabeta", "--white",
+                     "alphabeta")
+    assert result.stderr.count("bookgen: warning: 'alphabeta' is deprecated") == 1
 
 
 def test_results_use_cshogi_constants():

@@ -224,7 +224,7 @@ def test_a_settings_error_can_name_its_field_inside_the_message():
 
 
 def test_a_settings_error_can_name_other_fields_too():
-    other = SettingsError.other
+    other = SettingsError.mention
     error = SettingsError("engine.options", f"{SettingsError.FIELD} and "
                                             f"{other('engine.limits.byoyomi_ms')} apply to usi: "
                                             f"{other('workers')} engines only")
@@ -233,11 +233,27 @@ def test_a_settings_error_can_name_other_fields_too():
     assert error_text(error) == "--engine-option and --byoyomi apply to usi: --workers engines only"
     assert error.naming("x", str.upper) == "x and ENGINE.LIMITS.BYOYOMI_MS apply to usi: " \
                                            "WORKERS engines only"
-    after = SettingsError("diff", f"follows {other('threshold')}")  # the field still first
-    assert str(after) == "diff follows threshold"
-    assert error_text(after) == "--diff follows --threshold"
     copy = pickle.loads(pickle.dumps(error))
     assert error_text(copy) == error_text(error)
+
+
+def test_a_settings_error_can_mention_other_fields():
+    """Each mentioned field is named as the error's own: its dotted name in the library,
+    its flag on the command line; a message naming any field gets none in front."""
+    error = SettingsError("output.append", f"{SettingsError.FIELD} and "
+                                           f"{SettingsError.mention('replace_output')} "
+                                           "exclude each other")
+    assert str(error) == "output.append and replace_output exclude each other"
+    assert error.mentioned == ("replace_output",)
+    assert error_text(error) == "--append and --force exclude each other"
+    only_others = SettingsError("walk.color", "a color and "
+                                f"{SettingsError.mention('walk.eval_threshold_cp')} "
+                                "exclude each other")
+    assert str(only_others) == "a color and walk.eval_threshold_cp exclude each other"
+    assert error_text(only_others) == "a color and --eval-threshold exclude each other"
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.field, copy.message, error_text(copy)) == (error.field, error.message,
+                                                            error_text(error))
 
 
 def test_import_settings_params_and_checks(tmp_path):

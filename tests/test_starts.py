@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,11 @@ import numpy as np
 import pytest
 
 from bookgen.arrays import NULL
+from bookgen.cli.support import error_text
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.grow import grow
+from bookgen.selfplay.starts import StartsSelection, StartsSettings, StartsSummary, make_starts
+from bookgen.store import ValueColumn
 from conftest import run_cli, small_grow
 
 
@@ -184,7 +189,71 @@ def test_errors(grown, tmp_path):
     assert "no such book" in result.stderr
     result = run_cli("starts", "-b", grown, "-o", tmp_path / "x", "--min-count", "1",
                      "--count-percentile", "5", expect=2)
-    assert "exclude each other" in result.stderr
+    assert result.stderr == ("bookgen: error: --min-count and --count-percentile exclude "
+                             "each other\n")
+
+
+@pytest.mark.parametrize("make, field, library, cli", [
+    (lambda: StartsSelection(side="red"), "selection.side",
+     "selection.side must be both, black or white, not 'red'",
+     "--side must be both, black or white, not 'red'"),
+    (lambda: StartsSettings(weight="count"), "weight",
+     "weight must be none or visits, not 'count'", "--weight must be none or visits, not 'count'"),
+    (lambda: StartsSelection(min_count=1, count_percentile=5), "selection.min_count",
+     "selection.min_count and selection.count_percentile exclude each other",
+     "--min-count and --count-percentile exclude each other"),
+    (lambda: StartsSelection(count_percentile=101), "selection.count_percentile",
+     "selection.count_percentile must be between 0 and 100",
+     "--count-percentile must be between 0 and 100"),
+    (lambda: StartsSelection(min_ply=-1), "selection.min_ply", "selection.min_ply must be at "
+     "least 0", "--min-ply must be at least 0"),
+    (lambda: StartsSelection(max_value_cp=-1), "selection.max_value_cp",
+     "selection.max_value_cp must be at least 0", "--max-value must be at least 0"),
+    (lambda: StartsSelection(principal_margin_cp=-5), "selection.principal_margin_cp",
+     "selection.principal_margin_cp must be at least 0", "--principal-margin must be at least 0"),
+    (lambda: StartsSettings(limit=0), "limit", "limit must be at least 1",
+     "--limit must be at least 1"),
+])
+def test_bad_settings_name_the_field_and_the_cli_the_flag(make, field, library, cli):
+    with pytest.raises(SettingsError) as caught:
+        make()
+    assert (caught.value.field, str(caught.value)) == (field, library)
+    assert error_text(caught.value) == cli
+
+
+def test_unknown_names_are_refused_as_before():
+    with pytest.raises(BookgenError, match=r"^unknown format 'kif' \(choose from usi, sfen, "
+                                           r"hcp, psfen\)$"):
+        StartsSettings(format="kif")
+    with pytest.raises(BookgenError, match=r"^unknown source 'x' \(choose from all, leaves, "
+                                           r"principal, mistakes\)$"):
+        StartsSettings(source="x")
+    with pytest.raises(BookgenError, match=r"^unknown values 'best' \(choose from raw, "
+                                           r"minimax\)$"):
+        StartsSelection(values="best")  # type: ignore[arg-type]
+    assert StartsSelection(values="minimax").values is ValueColumn.MINIMAX  # type: ignore[arg-type]
+    settings = StartsSettings(selection=StartsSelection(side="white", min_count=2), limit=3)
+    assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_the_summary_is_the_json_of_the_command(grown, tmp_path):
+    """make_starts(book, out, settings) returns what --json prints, key for key."""
+    out = tmp_path / "s.txt"
+    settings = StartsSettings(format="usi", source="all", selection=StartsSelection(
+        min_ply=2, max_ply=5, values=ValueColumn.MINIMAX), weight="visits", limit=20, seed=3)
+    summary = make_starts(grown, out, settings)
+    assert isinstance(summary, StartsSummary)
+    library = out.read_bytes()
+    printed = run_cli("starts", "-b", grown, "-o", out, "--min-ply", "2", "--max-ply", "5",
+                      "--values", "minimax", "--weight", "visits", "--limit", "20", "--seed",
+                      "3", "--json").stdout
+    assert out.read_bytes() == library
+    assert list(json.loads(printed).items()) == list(summary.as_dict().items())
+    assert list(summary.as_dict()) == ["file", "format", "positions", "written",
+                                       "from_startpos", "by_ply", "value_min", "value_max"]
+    assert summary.positions == 20 and summary.written >= 20
+    assert set(summary.by_ply) <= {"2", "3", "4", "5"}
+    assert make_starts(grown, tmp_path / "d.txt").as_dict()["positions"] >= summary.positions
 
 
 def old_positions(book: Path, values: str) -> dict[str, list[int | None]]:

@@ -22,7 +22,14 @@ from bookgen.cli.support import error_text
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.network.model import load_model
 from bookgen.errors import BookgenError, SettingsError
-from bookgen.selfplay.games import selfplay
+from bookgen.play.loop import GameRules
+from bookgen.selfplay.games import (
+    RandomOpening,
+    SelfplayPlayers,
+    SelfplaySettings,
+    selfplay,
+    selfplay_player,
+)
 from bookgen.selfplay.train import TrainSettings, evaluate, load_hcpe, train
 
 HCPE = cshogi.HuffmanCodedPosAndEval
@@ -34,10 +41,13 @@ def data(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("train")
     starts = tmp / "starts.txt"
     starts.write_text("startpos\nstartpos moves 7g7f 3c3d\nstartpos moves 2g2f 8c8d\n")
-    summary = selfplay(starts, 6, tmp / "data.hcpe", playouts=2, max_ply=80, random_moves=30,
-                       seed=2, progress=False)
-    selfplay(starts, 1, tmp / "eval.hcpe", playouts=2, max_ply=40, random_moves=40, seed=9,
-             progress=False)
+    players = SelfplayPlayers.both(selfplay_player("mcts:builtin", playouts=2))
+    summary = selfplay(starts, tmp / "data.hcpe", SelfplaySettings(
+        6, players=players, rules=GameRules(max_ply=80), opening=RandomOpening(random_moves=30),
+        seed=2), progress=False)
+    selfplay(starts, tmp / "eval.hcpe", SelfplaySettings(
+        1, players=players, rules=GameRules(max_ply=40), opening=RandomOpening(random_moves=40),
+        seed=9), progress=False)
     assert summary.positions >= 300
     return tmp
 

@@ -7,7 +7,7 @@ and :mod:`bookgen.selfplay.train`, imported (with torch) only when a command run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,10 @@ from bookgen.cli.options import (
 from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
 from bookgen.errors import BookgenError
 from bookgen.extras import require_extra
+
+if TYPE_CHECKING:
+    from bookgen.engines.player_settings import PlayerSettings
+    from bookgen.selfplay.starts import StartsSummary
 
 
 @click.command("starts")
@@ -66,29 +70,37 @@ from bookgen.extras import require_extra
                    "initial position and positions no book move reaches.")
 @json_option()
 @reports_errors
-def starts_command(**kwargs: Any) -> None:
+def starts_command(book: str, output: str, fmt: str, source: str, min_ply: int | None,
+                   max_ply: int | None, max_value: int | None, side: str,
+                   min_count: int | None, count_percentile: float | None, weight: str,
+                   limit: int | None, seed: int, values: str, principal_margin: int,
+                   as_json: bool) -> None:
     """Write self-play start positions chosen from the book (duplicates removed)."""
-    from bookgen.selfplay.starts import make_starts
+    from bookgen.selfplay.starts import StartsSelection, StartsSettings, make_starts
+    from bookgen.store import ValueColumn
 
-    as_json = kwargs.pop("as_json")
-    output = kwargs.pop("output")
-    book = kwargs.pop("book")
-    summary = make_starts(output, book, **kwargs)
+    selection = StartsSelection(
+        min_ply=min_ply, max_ply=max_ply, max_value_cp=max_value, side=side,
+        min_count=min_count, count_percentile=count_percentile, values=ValueColumn(values),
+        principal_margin_cp=principal_margin)
+    settings = StartsSettings(format=fmt, source=source, selection=selection, weight=weight,
+                              limit=limit, seed=seed)
+    summary = make_starts(book, output, settings)
     if as_json:
-        echo_json(summary)
+        echo_json(summary.as_dict())
         return
     click.echo(format_starts_summary(summary))
 
 
-def format_starts_summary(summary: dict[str, Any]) -> str:
+def format_starts_summary(summary: StartsSummary) -> str:
     """The one-line report of ``bookgen starts``. For usi lines it says how many
     start from the initial position; the other formats hold positions only."""
-    plies = ", ".join(f"{ply}: {n}" for ply, n in summary["by_ply"].items())
-    lines = "lines" if summary["format"] in ("usi", "sfen") else "records"
-    text = f"{summary['file']}: {summary['written']} {lines} for {summary['positions']} positions"
-    if summary["format"] == "usi" and summary["positions"]:
-        reached = summary["from_startpos"]
-        others = summary["positions"] - reached
+    plies = ", ".join(f"{ply}: {n}" for ply, n in summary.by_ply.items())
+    lines = "lines" if summary.format in ("usi", "sfen") else "records"
+    text = f"{summary.file}: {summary.written} {lines} for {summary.positions} positions"
+    if summary.format == "usi" and summary.positions:
+        reached = summary.from_startpos
+        others = summary.positions - reached
         if not others:
             text += " (all as 'startpos moves ...')"
         elif not reached:
@@ -97,8 +109,8 @@ def format_starts_summary(summary: dict[str, Any]) -> str:
         else:
             text += (f" ({reached} as 'startpos moves ...', {others} as 'sfen ...': not "
                      "reached from the initial position by book moves)")
-    if summary["value_min"] is not None:
-        text += f"; values {summary['value_min']} .. {summary['value_max']}"
+    if summary.value_min is not None:
+        text += f"; values {summary.value_min} .. {summary.value_max}"
     return text + (f"; by ply {{{plies}}}" if plies else "")
 
 
@@ -185,24 +197,51 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     Outputs are replaced in one step at the end; Ctrl-C stops at once, keeps
     the finished games and drops those in flight (exit code 130).
     """
-    from bookgen.selfplay.games import selfplay
+    from bookgen.engines.restart import SearchLimits
+    from bookgen.play.loop import GameRules
+    from bookgen.selfplay.games import (
+        RandomOpening,
+        SelfplayOutput,
+        SelfplayPlayers,
+        SelfplaySettings,
+        player_spec,
+        selfplay,
+        selfplay_player,
+    )
     from bookgen.workers.runcontrol import in_flight
 
+    usi_options = {"": _engine_options(engine_options), "black": _engine_options(black_options),
+                   "white": _engine_options(white_options)}
+    outputs = SelfplayOutput(
+        csa_dir=Path(csa_dir) if csa_dir is not None else None,
+        out_min=Path(out_min) if out_min is not None else None, min_ply=min_ply,
+        append=append, replace=force)
+    # Every spec given is read (and 'builtin' refused) even where --black and --white
+    # both replace --player; each deprecated spec warns once.
+    specs = {text: player_spec(text) for text in dict.fromkeys((player, black, white))
+             if text is not None}
     evaluator_options: dict[str, Any] = {}
     if batch_size is not None and batch_size > 1 and any(
             s.removeprefix("mcts:").startswith(("torch:", "onnx:"))
             for s in (player, black or "", white or "")):
         evaluator_options["batch_size"] = batch_size
-    summary = selfplay(
-        starts, games, output, player=player, black=black, white=white, playouts=playouts,
-        batch_size=batch_size, random_moves=random_moves, temperature=temperature,
-        random_cutoff=random_cutoff, csa_dir=csa_dir, workers=workers, max_ply=max_ply,
-        resign=resign, resign_moves=resign_moves, out_min=out_min, min_ply=min_ply, seed=seed,
-        evaluator_options=evaluator_options, engine_options=_engine_options(engine_options),
-        black_engine_options=_engine_options(black_options),
-        white_engine_options=_engine_options(white_options), nodes=nodes, byoyomi=byoyomi,
-        movetime=movetime, engine_timeout=engine_timeout, declaration_rule=declaration_rule,
-        append=append, force=force)
+
+    def side(colour: str, text: str | None) -> PlayerSettings:
+        options = {**usi_options[""], **usi_options[colour]}  # one side's win
+        return selfplay_player(
+            specs[text or player], options=tuple(options.items()), playouts=playouts,
+            batch_size=batch_size, evaluator_options=evaluator_options,
+            limits=SearchLimits(nodes=nodes, byoyomi_ms=byoyomi, movetime_ms=movetime),
+            engine_timeout_s=engine_timeout)
+
+    settings = SelfplaySettings(
+        games=games, players=SelfplayPlayers(side("black", black), side("white", white)),
+        rules=GameRules(max_ply=max_ply, declaration_rule=declaration_rule, resign_cp=resign,
+                        resign_moves=resign_moves),
+        opening=RandomOpening(random_moves=random_moves, temperature=temperature,
+                              random_cutoff=random_cutoff),
+        output=outputs, workers=workers, seed=seed)
+    summary = selfplay(starts, output, settings)
     if as_json:
         echo_json(summary.as_dict())
     else:

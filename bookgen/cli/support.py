@@ -56,6 +56,13 @@ FIELD_FLAGS = {
     "detection.threshold_cp": "--threshold",
     "detection.opp_threshold_cp": "--opp-threshold",
     "detection.diff_cp": "--diff",
+    "selection.max_value_cp": "--max-value",
+    "selection.principal_margin_cp": "--principal-margin",
+    "rules.resign_cp": "--resign",
+    "output.replace": "--force",
+    **{f"players.{side}.{field}": flag for side in ("black", "white") for field, flag in (
+        ("limits.byoyomi_ms", "--byoyomi"), ("limits.movetime_ms", "--movetime"),
+        ("engine_timeout_s", "--engine-timeout"))},
 }
 
 

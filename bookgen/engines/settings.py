@@ -122,7 +122,7 @@ def engine_settings(engine: str = "builtin", engine_options: dict[str, str] | No
         spec = None
     if spec is not None and spec.kind == "builtin":
         if options or byoyomi is not None or movetime is not None or timeout is not None:
-            other = SettingsError.other
+            other = SettingsError.mention
             raise SettingsError("engine.options",
                                 f"{SettingsError.FIELD}, {other('engine.limits.byoyomi_ms')}, "
                                 f"{other('engine.limits.movetime_ms')} and "
