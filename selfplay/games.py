@@ -2,7 +2,7 @@
 
 :func:`selfplay` takes the starts file, the output file and a
 :class:`SelfplaySettings` (the players, :class:`bookgen.play.loop.GameRules`,
-the random opening, the outputs, games, workers, seed) and returns a
+the outputs, games, workers, seed) and returns a
 :class:`SelfplaySummary`. Each game starts at a start position drawn
 uniformly at random from the starts file (dlshogi's self-play roots):
 ``startpos moves ...`` / ``sfen ...`` lines, or a ``.hcp`` file of
@@ -14,7 +14,8 @@ settings):
 - ``mcts:EVALUATOR`` (the default, ``mcts:builtin``; a bare ``torch:PATH``,
   ``onnx:PATH`` or ``blend:BOOK:INNER`` means the same): MCTS over that
   evaluator with ``playouts`` playouts and dlshogi's random opening moves
-  (:class:`bookgen.engines.mcts_player.MctsPlayer`; :class:`RandomOpening`);
+  (:class:`bookgen.engines.mcts_player.MctsPlayer`;
+  :class:`bookgen.engines.player_settings.RandomOpening`);
 - ``usi:COMMAND``: a USI engine with its own search (``go nodes`` /
   ``byoyomi`` / ``movetime``); ``bestmove resign`` and ``bestmove win`` are
   resignation and declaration; a crash or hang restarts it and searches
@@ -67,7 +68,7 @@ import cshogi
 import numpy as np
 
 from bookgen.engines.factory import default_batch_size
-from bookgen.engines.player_settings import MctsPlay, PlayerSettings
+from bookgen.engines.player_settings import MctsPlay, PlayerSettings, RandomOpening
 from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
 from bookgen.engines.restart import SearchLimits
@@ -84,7 +85,7 @@ from bookgen.values import clip_score
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["GameRecord", "RandomOpening", "SelfplayOutput", "SelfplayPlayers",
+__all__ = ["GameRecord", "SelfplayOutput", "SelfplayPlayers",
            "SelfplaySettings", "SelfplaySummary", "play_from_starts", "player_spec",
            "selfplay", "selfplay_player"]
 
@@ -115,13 +116,14 @@ def player_spec(text: str) -> EngineSpec:
 def selfplay_player(spec: str | EngineSpec, *, options: tuple[tuple[str, str], ...] = (),
                     playouts: int = 100, batch_size: int | None = None,
                     evaluator_options: Mapping[str, Any] | None = None,
+                    opening: RandomOpening | None = None,
                     limits: SearchLimits | None = None,
                     engine_timeout_s: float | None = None) -> PlayerSettings:
     """A self-play player: ``spec`` (text: read by :func:`player_spec`) with a USI
     engine's ``options``, ``limits`` and ``engine_timeout_s``, and an MCTS player's
     ``playouts``, ``batch_size`` (None: its evaluator's default,
-    :func:`bookgen.engines.factory.default_batch_size`) and ``evaluator_options``.
-    Its random opening moves are the run's (:class:`RandomOpening`)."""
+    :func:`bookgen.engines.factory.default_batch_size`), ``evaluator_options`` and
+    random ``opening`` moves (None: dlshogi's defaults)."""
     if isinstance(spec, str):
         spec = player_spec(spec)
     if batch_size is None:
@@ -129,6 +131,7 @@ def selfplay_player(spec: str | EngineSpec, *, options: tuple[tuple[str, str], .
     return PlayerSettings(
         spec, options=tuple(options),
         mcts=MctsPlay(playouts=playouts, batch_size=batch_size,
+                      opening=opening if opening is not None else RandomOpening(),
                       evaluator_options=tuple(sorted((evaluator_options or {}).items()))),
         limits=limits if limits is not None else SearchLimits(),
         engine_timeout_s=engine_timeout_s)
@@ -201,14 +204,6 @@ class SelfplayPlayers:
                                     f"engine options, {nodes}, {byoyomi}, {movetime} and "
                                     f"{timeout} apply to usi: players only")
 
-    def with_opening(self, opening: RandomOpening) -> SelfplayPlayers:
-        """These players with ``opening``'s random moves (MCTS players sample them)."""
-        def opened(player: PlayerSettings) -> PlayerSettings:
-            return replace(player, mcts=replace(
-                player.mcts, random_moves=opening.random_moves,
-                temperature=opening.temperature, random_cutoff=opening.random_cutoff))
-        return SelfplayPlayers(opened(self.black), opened(self.white))
-
     def for_workers(self, workers: int) -> tuple[PlayerSettings, PlayerSettings]:
         """Black's and white's settings in each of ``workers`` processes: with an MCTS
         player over a network among them, each evaluator takes its share of the cores
@@ -225,25 +220,6 @@ class SelfplayPlayers:
             return replace(player, mcts=replace(
                 player.mcts, evaluator_options=tuple(sorted(options.items()))))
         return shared(self.black), shared(self.white)
-
-
-@dataclass(frozen=True)
-class RandomOpening:
-    """MCTS players sample the first ``random_moves`` plies of each game from visit
-    counts, with weights ``visits ** (1 / temperature)``, among the moves whose win
-    rate is at least ``random_cutoff`` of the most visited move's (dlshogi's
-    ``--random``, ``--random_temperature``, ``--random_cutoff``)."""
-
-    random_moves: int = 4
-    temperature: float = 1.0
-    random_cutoff: float = 0.9
-
-    def __post_init__(self) -> None:
-        _at_least("opening.random_moves", self.random_moves, 0)
-        if not self.temperature > 0:
-            raise SettingsError("opening.temperature", "must be positive")
-        if not 0 <= self.random_cutoff <= 1:
-            raise SettingsError("opening.random_cutoff", "must be between 0 and 1")
 
 
 @dataclass(frozen=True)
@@ -278,15 +254,14 @@ class SelfplayOutput:
 @dataclass(frozen=True)
 class SelfplaySettings:
     """Everything a self-play run does (see the module docstring and ``bookgen selfplay
-    --help``): ``games`` games between ``players`` under ``rules``, MCTS players
-    opening with random moves (``opening``, set on the players here), written as
-    ``output`` says, by ``workers`` processes; start positions and sampled moves
-    depend only on ``seed`` and the game's number."""
+    --help``): ``games`` games between ``players`` (MCTS players open with their
+    random moves) under ``rules``, written as ``output`` says, by ``workers``
+    processes; start positions and sampled moves depend only on ``seed`` and the
+    game's number."""
 
     games: int
     players: SelfplayPlayers = field(default_factory=SelfplayPlayers)
     rules: GameRules = field(default_factory=GameRules)
-    opening: RandomOpening = field(default_factory=RandomOpening)
     output: SelfplayOutput = field(default_factory=SelfplayOutput)
     workers: int = 1
     seed: int = 0
@@ -301,7 +276,6 @@ class SelfplaySettings:
         if self.rules.declaration_rule not in ("27", "24"):
             raise SettingsError("rules.declaration_rule",
                                 f"must be 27 or 24, not {self.rules.declaration_rule!r}")
-        object.__setattr__(self, "players", self.players.with_opening(self.opening))
 
 
 # --------------------------------------------------------------------------

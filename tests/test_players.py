@@ -15,7 +15,7 @@ import pytest
 from bookgen.engines.builtin.analyser import BuiltinEvaluator
 from bookgen.engines.builtin.player import BuiltinPlayer
 from bookgen.engines.mcts_player import MctsPlayer
-from bookgen.engines.player_settings import BuiltinPlay, MctsPlay, PlayerSettings
+from bookgen.engines.player_settings import BuiltinPlay, MctsPlay, PlayerSettings, RandomOpening
 from bookgen.engines.players import open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, PlayerFailure
 from bookgen.engines.restart import RestartPolicy, SearchLimits
@@ -46,7 +46,8 @@ def gos(log: Path) -> list[str]:
 @pytest.mark.parametrize("text, kind", [
     ("builtin", BuiltinPlayer), ("mcts:builtin", MctsPlayer), (fake(), UsiPlayer)])
 def test_a_spec_opens_its_kind_of_player(text, kind):
-    settings = PlayerSettings.parse(text, mcts=MctsPlay(playouts=8, random_moves=0))
+    settings = PlayerSettings.parse(
+        text, mcts=MctsPlay(playouts=8, opening=RandomOpening(random_moves=0)))
     assert pickle.loads(pickle.dumps(settings)) == settings  # workers open their own
     player = open_player(settings)
     try:

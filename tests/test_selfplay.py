@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from bookgen.cli.support import error_text
+from bookgen.engines.player_settings import RandomOpening
 from bookgen.engines.restart import SearchLimits
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats.positions import read_starts
 from bookgen.play.loop import GameRules
 from bookgen.play.rules import Result
 from bookgen.selfplay.games import (
-    RandomOpening,
     SelfplayOutput,
     SelfplayPlayers,
     SelfplaySettings,
@@ -47,9 +47,10 @@ def fake(*args: str) -> str:
                                                              *args))
 
 
-def mcts(playouts: int = 100) -> SelfplayPlayers:
-    """mcts:builtin on both sides."""
-    return SelfplayPlayers.both(selfplay_player("mcts:builtin", playouts=playouts))
+def mcts(playouts: int = 100, random_moves: int = 4) -> SelfplayPlayers:
+    """mcts:builtin on both sides, sampling the first ``random_moves`` plies."""
+    return SelfplayPlayers.both(selfplay_player(
+        "mcts:builtin", playouts=playouts, opening=RandomOpening(random_moves=random_moves)))
 
 
 def write_starts(path: Path, lines: list[str] = ROOTS) -> Path:
@@ -96,8 +97,7 @@ def replay_csa(path: str) -> tuple[cshogi.Parser, list[str]]:
 def builtin_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("selfplay")
     starts = write_starts(tmp / "starts.txt")
-    settings = SelfplaySettings(3, players=mcts(16), rules=GameRules(max_ply=60),
-                                opening=RandomOpening(random_moves=4),
+    settings = SelfplaySettings(3, players=mcts(16, random_moves=4), rules=GameRules(max_ply=60),
                                 output=SelfplayOutput(csa_dir=tmp / "csa"), seed=1)
     summary = selfplay(starts, tmp / "out.hcpe", settings, progress=False)
     return tmp, summary
@@ -153,8 +153,8 @@ def test_records_are_the_games_positions_with_their_results(builtin_run):
 
 def test_same_seed_same_games_with_any_number_of_workers(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
-    settings = SelfplaySettings(4, players=mcts(4), rules=GameRules(max_ply=24),
-                                opening=RandomOpening(random_moves=8), seed=5)
+    settings = SelfplaySettings(4, players=mcts(4, random_moves=8), rules=GameRules(max_ply=24),
+                                seed=5)
     one = selfplay(starts, tmp_path / "one.hcpe", settings, progress=False)
     two = selfplay(starts, tmp_path / "two.hcpe", dataclasses.replace(settings, workers=2),
                    progress=False)
@@ -247,8 +247,8 @@ def test_existing_outputs_need_append_or_force(tmp_path):
 def test_score_adjudication_resigns_and_records_the_loss(tmp_path):
     starts = write_starts(tmp_path / "starts.txt")
     summary = selfplay(starts, tmp_path / "out.hcpe", SelfplaySettings(
-        3, players=mcts(4), rules=GameRules(max_ply=60, resign_cp=1, resign_moves=1),
-        opening=RandomOpening(random_moves=0)), progress=False)
+        3, players=mcts(4, random_moves=0), rules=GameRules(max_ply=60, resign_cp=1,
+                                                            resign_moves=1)), progress=False)
     records = np.fromfile(tmp_path / "out.hcpe", HCPE)
     resigned = [g for g in summary.game_infos if g.reason == "resign"]
     assert resigned
@@ -458,16 +458,14 @@ def test_bad_settings_name_the_field_and_the_cli_the_flag(make, field, library, 
     assert error_text(caught.value) == cli
 
 
-def test_settings_set_the_random_opening_on_the_players_and_pickle():
+def test_players_carry_their_random_opening_and_the_settings_pickle():
     usi = selfplay_player("usi:engine", options=(("Threads", "1"),),
                           limits=SearchLimits(nodes=10), engine_timeout_s=3.0)
-    players = SelfplayPlayers(usi, selfplay_player("mcts:builtin", playouts=7))
-    settings = SelfplaySettings(2, players=players,
-                                opening=RandomOpening(random_moves=9, temperature=0.5,
-                                                      random_cutoff=0.25))
-    for player in (settings.players.black, settings.players.white):
-        assert (player.mcts.random_moves, player.mcts.temperature,
-                player.mcts.random_cutoff) == (9, 0.5, 0.25)
+    opening = RandomOpening(random_moves=9, temperature=0.5, random_cutoff=0.25)
+    players = SelfplayPlayers(usi, selfplay_player("mcts:builtin", playouts=7, opening=opening))
+    settings = SelfplaySettings(2, players=players)
+    assert settings.players.white.mcts.opening == opening
+    assert settings.players.black.mcts.opening == RandomOpening(4, 1.0, 0.9)  # dlshogi's
     assert settings.players.white.mcts.playouts == 7
     assert settings.players.black.options == (("Threads", "1"),)
     assert settings.players.black.limits == SearchLimits(nodes=10)

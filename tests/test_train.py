@@ -21,10 +21,10 @@ from bookgen.cli.curriculum import train_command
 from bookgen.cli.support import error_text
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.network.model import load_model
+from bookgen.engines.player_settings import RandomOpening
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.play.loop import GameRules
 from bookgen.selfplay.games import (
-    RandomOpening,
     SelfplayPlayers,
     SelfplaySettings,
     selfplay,
@@ -41,13 +41,14 @@ def data(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("train")
     starts = tmp / "starts.txt"
     starts.write_text("startpos\nstartpos moves 7g7f 3c3d\nstartpos moves 2g2f 8c8d\n")
-    players = SelfplayPlayers.both(selfplay_player("mcts:builtin", playouts=2))
+    def players(random_moves: int) -> SelfplayPlayers:
+        return SelfplayPlayers.both(selfplay_player(
+            "mcts:builtin", playouts=2, opening=RandomOpening(random_moves=random_moves)))
+
     summary = selfplay(starts, tmp / "data.hcpe", SelfplaySettings(
-        6, players=players, rules=GameRules(max_ply=80), opening=RandomOpening(random_moves=30),
-        seed=2), progress=False)
+        6, players=players(30), rules=GameRules(max_ply=80), seed=2), progress=False)
     selfplay(starts, tmp / "eval.hcpe", SelfplaySettings(
-        1, players=players, rules=GameRules(max_ply=40), opening=RandomOpening(random_moves=40),
-        seed=9), progress=False)
+        1, players=players(40), rules=GameRules(max_ply=40), seed=9), progress=False)
     assert summary.positions >= 300
     return tmp
 

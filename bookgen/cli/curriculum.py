@@ -197,10 +197,10 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     Outputs are replaced in one step at the end; Ctrl-C stops at once, keeps
     the finished games and drops those in flight (exit code 130).
     """
+    from bookgen.engines.player_settings import RandomOpening
     from bookgen.engines.restart import SearchLimits
     from bookgen.play.loop import GameRules
     from bookgen.selfplay.games import (
-        RandomOpening,
         SelfplayOutput,
         SelfplayPlayers,
         SelfplaySettings,
@@ -226,11 +226,14 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
             for s in (player, black or "", white or "")):
         evaluator_options["batch_size"] = batch_size
 
+    opening = RandomOpening(random_moves=random_moves, temperature=temperature,
+                            random_cutoff=random_cutoff)
+
     def side(colour: str, text: str | None) -> PlayerSettings:
         options = {**usi_options[""], **usi_options[colour]}  # one side's win
         return selfplay_player(
             specs[text or player], options=tuple(options.items()), playouts=playouts,
-            batch_size=batch_size, evaluator_options=evaluator_options,
+            batch_size=batch_size, evaluator_options=evaluator_options, opening=opening,
             limits=SearchLimits(nodes=nodes, byoyomi_ms=byoyomi, movetime_ms=movetime),
             engine_timeout_s=engine_timeout)
 
@@ -238,8 +241,6 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
         games=games, players=SelfplayPlayers(side("black", black), side("white", white)),
         rules=GameRules(max_ply=max_ply, declaration_rule=declaration_rule, resign_cp=resign,
                         resign_moves=resign_moves),
-        opening=RandomOpening(random_moves=random_moves, temperature=temperature,
-                              random_cutoff=random_cutoff),
         output=outputs, workers=workers, seed=seed)
     summary = selfplay(starts, output, settings)
     if as_json:

@@ -63,18 +63,18 @@ class MctsPlayer:
             usi = cshogi.move_to_usi(mate)
             return MoveChoice(usi, usi, MATE_VALUE)
         play = self.play
-        sampling = game.ply < play.random_moves
+        sampling = game.ply < play.opening.random_moves
         result = (self.sampling_search if sampling else self.search).search(board)
         if not result.moves:  # the game loop never asks without legal moves
             return MoveChoice(resign=True, score_cp=-MATE_VALUE)
         best = result.moves[0]
         move = best.move
         if sampling:
-            floor = best.win_rate * play.random_cutoff
+            floor = best.win_rate * play.opening.random_cutoff
             candidates = [s for s in result.moves
                           if s.visits > 0 and s.win_rate >= floor] or [best]
             weights = np.array([s.visits for s in candidates], dtype=np.float64)
-            weights **= 1.0 / play.temperature
+            weights **= 1.0 / play.opening.temperature
             move = candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))].move
         return MoveChoice(move, best.move, value_to_cp(best.win_rate))
 

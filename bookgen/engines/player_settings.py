@@ -16,8 +16,9 @@ from typing import Any
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES
 from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
+from bookgen.errors import SettingsError
 
-__all__ = ["BuiltinPlay", "MctsPlay", "PlayerSettings"]
+__all__ = ["BuiltinPlay", "MctsPlay", "PlayerSettings", "RandomOpening"]
 
 
 @dataclass(frozen=True)
@@ -29,18 +30,35 @@ class BuiltinPlay:
 
 
 @dataclass(frozen=True)
+class RandomOpening:
+    """An MCTS player samples the first ``random_moves`` plies of each game from visit
+    counts, with weights ``visits ** (1 / temperature)``, among the moves whose win
+    rate is at least ``random_cutoff`` of the most visited move's (dlshogi's
+    ``--random``, ``--random_temperature``, ``--random_cutoff``)."""
+
+    random_moves: int = 4
+    temperature: float = 1.0
+    random_cutoff: float = 0.9
+
+    def __post_init__(self) -> None:
+        if self.random_moves < 0:
+            raise SettingsError("opening.random_moves", "must be at least 0")
+        if not self.temperature > 0:
+            raise SettingsError("opening.temperature", "must be positive")
+        if not 0 <= self.random_cutoff <= 1:
+            raise SettingsError("opening.random_cutoff", "must be between 0 and 1")
+
+
+@dataclass(frozen=True)
 class MctsPlay:
-    """An MCTS player's search and its random opening moves (dlshogi's
-    ``--random``, ``--random_temperature``, ``--random_cutoff``).
+    """An MCTS player's search and its random opening moves (:class:`RandomOpening`).
 
     ``evaluator_options`` go to its evaluator's constructor.
     """
 
     playouts: int = 100
     batch_size: int = 1
-    random_moves: int = 4
-    temperature: float = 1.0
-    random_cutoff: float = 0.9
+    opening: RandomOpening = RandomOpening()
     evaluator_options: tuple[tuple[str, Any], ...] = ()
 
 
