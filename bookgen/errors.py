@@ -1,5 +1,13 @@
 """Errors that the CLI reports as one line on stderr with exit code 2."""
 
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+# Where a SettingsError's message names another settings field: "{field:NAME}".
+_OTHER_FIELD = re.compile(r"\{field:([^{}]+)\}")
+
 
 class BookgenError(Exception):
     """A user-facing error: bad input, missing file, refused operation."""
@@ -10,9 +18,11 @@ class SettingsError(BookgenError):
 
     ``field`` is the field's dotted name in the settings (``"draws.black"``,
     ``"mcts.playouts"``, ``"workers"``), ``message`` what is wrong. The message
-    names the field where it holds :attr:`FIELD`, else the field comes first:
+    names the field where it holds :attr:`FIELD`, and other fields with
+    :meth:`other` (``"{field} and " + SettingsError.other("rounds") + " exclude
+    each other"``); a message that names no field gets the field first:
     ``SettingsError("workers", "must be at least 1")`` reads "workers must be at
-    least 1". The CLI names its flag instead (:meth:`naming` with
+    least 1". The CLI names the flags instead (:meth:`naming` with
     :func:`bookgen.cli.support.flag_of`), so library errors never name a CLI
     flag and the CLI's texts name its flags.
     """
@@ -24,11 +34,25 @@ class SettingsError(BookgenError):
         self.message = message
         super().__init__(self.naming(field))
 
-    def naming(self, name: str) -> str:
-        """The error's text with ``name`` for the field."""
-        if self.FIELD in self.message:
-            return self.message.replace(self.FIELD, name)
-        return f"{name} {self.message}"
+    @staticmethod
+    def other(field: str) -> str:
+        """How a message names the settings field ``field`` besides its own."""
+        return "{field:" + field + "}"
+
+    def naming(self, name: str, name_of: Callable[[str], str] | None = None) -> str:
+        """The error's text with ``name`` for the field and ``name_of(field)`` for the
+        other fields it names (default: their dotted names)."""
+        text = _OTHER_FIELD.sub(lambda m: name_of(m[1]) if name_of else m[1], self.message)
+        if self.FIELD in self.message or _OTHER_FIELD.search(self.message):
+            return text.replace(self.FIELD, name)
+        return f"{name} {text}"
+
+    def within(self, prefix: str) -> SettingsError:
+        """The same error of settings nested as ``prefix``: ``alpha`` becomes
+        ``sprt.settings.alpha`` within ``"sprt.settings"``, and so do the other
+        fields its message names."""
+        message = _OTHER_FIELD.sub(lambda m: self.other(f"{prefix}.{m[1]}"), self.message)
+        return type(self)(f"{prefix}.{self.field}", message)
 
     def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return type(self), (self.field, self.message)

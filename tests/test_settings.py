@@ -82,6 +82,28 @@ def test_a_settings_error_names_the_field_and_the_cli_names_the_flag():
     assert (copy.field, copy.message, str(copy)) == (error.field, error.message, str(error))
 
 
+def test_a_settings_error_may_name_other_fields():
+    """Other fields in a message are named as fields in the library and as flags on the
+    command line; a message naming fields gets no field in front; errors of nested
+    settings name the fields under their prefix."""
+    error = SettingsError("games", f"{SettingsError.FIELD} and "
+                                   f"{SettingsError.other('rounds')} exclude each other")
+    assert str(error) == "games and rounds exclude each other"
+    assert error_text(error) == "--games and --rounds exclude each other"
+    only_others = SettingsError("control", f"give {SettingsError.other('control.byoyomi')} MS")
+    assert (str(only_others), error_text(only_others)) == ("give control.byoyomi MS",
+                                                           "give --byoyomi MS")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.field, copy.message, str(copy)) == (error.field, error.message, str(error))
+    nested = SettingsError("min_ply", f"{SettingsError.FIELD} 5 is above "
+                                      f"{SettingsError.other('max_ply')} 3").within("selection")
+    assert nested.field == "selection.min_ply"
+    assert str(nested) == "selection.min_ply 5 is above selection.max_ply 3"
+    assert error_text(nested) == "--min-ply 5 is above --max-ply 3"
+    assert str(SettingsError("workers", "must be at least 1").within("grow")) == \
+        "grow.workers must be at least 1"
+
+
 @pytest.mark.parametrize("field, flag", [
     ("draws.black", "--draw-value-black"), ("draws.white", "--draw-value-white"),
     ("workers", "--workers"), ("mcts.batch_size", "--batch-size"),

@@ -60,7 +60,7 @@ def flag_of(field: str) -> str:
 def error_text(error: BookgenError) -> str:
     """A library error as the command line says it: settings errors name the flag."""
     if isinstance(error, SettingsError):
-        return error.naming(flag_of(error.field))
+        return error.naming(flag_of(error.field), flag_of)
     return str(error)
 
 
