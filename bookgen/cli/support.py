@@ -48,6 +48,12 @@ FIELD_FLAGS = {
     "fit_white_advantage": "--white-advantage",
     "fit_draw_rate": "--draw-rate",
     "sprt_tests": "--sprt",
+    "selection.max_value_cp": "--max-value",
+    "max_line_value_cp": "--max-line-value",
+    "rules.resign_cp": "--resign",
+    "sprt.settings.alpha": "--sprt-alpha",
+    "sprt.settings.beta": "--sprt-beta",
+    "sprt.settings.model": "--sprt-model",
 }
 
 
