@@ -1,5 +1,8 @@
 """``bookgen match``: engine matches from an openings file, with the rules enforced by the runner.
 
+:func:`run_match` plays the players on the openings under a
+:class:`MatchSettings` (the format and length, the clock and the rules every
+game is played under, concurrency, extra outputs, an SPRT that may stop it).
 Each opening is played twice with colours swapped (see
 :mod:`bookgen.analysis.schedule`). The runner, not the engines, decides how a game
 ends (:mod:`bookgen.play.rules`): an illegal move or a false declaration loses,
@@ -36,18 +39,19 @@ from typing import Any, TextIO
 
 import cshogi
 
+from bookgen.analysis.pairstats import SprtResult, SprtSettings, SprtTest, verdict_sentence
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
 from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import Player
 from bookgen.engines.restart import RestartPolicy, SearchLimits
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import write_error
 from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
 from bookgen.play.clock import TimeControl
 from bookgen.play.loop import GameRules, PlayedGame, play_game
-from bookgen.play.rules import DECLARATION_RULES, Result
+from bookgen.play.rules import Result
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
@@ -56,6 +60,8 @@ from bookgen.workers.runcontrol import collect_or_abandon
 
 __all__ = ["MATCH_BUILTIN", "FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary",
            "match_player", "parse_match_sprt", "play_task", "run_match"]
+
+_FIELD, _mention = SettingsError.FIELD, SettingsError.mention
 
 RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRAW: "draw"}
 # The built-in player's strength in a match (self-play's is depth 4, 40,000 nodes).
@@ -74,10 +80,42 @@ def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = ()
 
 @dataclass(frozen=True)
 class MatchSettings:
-    """How every game of a match is played (picklable, sent to the workers)."""
+    """What a match plays and how (see ``bookgen match --help``).
 
-    control: TimeControl
+    ``format``: ``pairs``, ``round-robin`` or ``gauntlet``; ``games`` per
+    pairing (even: whole colour-swapped pairs) or ``rounds``, every opening that
+    many times per pairing (one of the two; neither: one round). ``seed``
+    shuffles the openings (file order without it). Every game is played under
+    ``control`` (the clock) and ``rules``; ``concurrency`` games at once (one
+    worker process each, which gets these settings). Games are also appended to
+    the PGN file ``pgn`` and written as CSA records in ``csa_dir`` when given.
+    ``sprt`` ends the match when its GSPRT accepts a hypothesis.
+    """
+
+    control: TimeControl = TimeControl(byoyomi=1000)
     rules: GameRules = GameRules()
+    format: str = "pairs"
+    games: int | None = None
+    rounds: int | None = None
+    concurrency: int = 1
+    seed: int | None = None
+    pgn: str | Path | None = None
+    csa_dir: str | Path | None = None
+    sprt: SprtTest | None = None
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise SettingsError("format", f"unknown {_FIELD} {self.format!r} (choose from "
+                                f"{', '.join(FORMATS)})")
+        if self.games is not None and self.rounds is not None:
+            raise SettingsError("games", f"{_FIELD} and {_mention('rounds')} exclude each other")
+        if self.games is not None and (self.games < 2 or self.games % 2):
+            raise SettingsError("games", "must be a positive even number (games come in "
+                                f"colour-swapped pairs), got {self.games}")
+        for name, value in (("rounds", self.rounds), ("concurrency", self.concurrency)):
+            if value is not None and value < 1:
+                raise SettingsError(name, "must be at least 1")
+        _check_control(self.control)
 
 
 @dataclass
@@ -104,63 +142,50 @@ class FinishedGame:
 
 
 @dataclass(frozen=True)
-class MatchSprt:
-    """The GSPRT that can stop a match: ``engine`` is the engine under test, H0
-    ``elo0`` and H1 ``elo1`` its Elo difference over ``opponent``."""
+class MatchSprt(SprtTest):
+    """The GSPRT that can stop a match (:class:`SprtTest`), as ``--sprt`` gave it:
+    ``named`` False when it did not name the engine under test (the first player)."""
 
-    engine: str
-    opponent: str
-    elo0: float
-    elo1: float
-    alpha: float = 0.05
-    beta: float = 0.05
-    model: str = "normalized"
-    named: bool = True   # False: the engine under test was not named (the first player)
+    named: bool = True
 
-    def result(self, games: Sequence[GameResult]) -> Any:
-        """The test's state on ``games`` (an ``SprtResult``), None before any game
-        between the two."""
-        from bookgen.analysis.pairstats import sprt
 
-        try:
-            return sprt(games, self.engine, self.opponent, elo0=self.elo0, elo1=self.elo1,
-                        alpha=self.alpha, beta=self.beta, model=self.model)
-        except BookgenError:
-            return None
-
-    def describe(self) -> str:
-        unit = "normalized Elo" if self.model == "normalized" else "Elo"
-        return (f"SPRT for {self.engine} (engine under test) vs {self.opponent}: H0 "
-                f"{self.elo0:g}, H1 {self.elo1:g} {unit}, alpha {self.alpha:g}, "
-                f"beta {self.beta:g}")
-
-    def as_json(self) -> dict[str, Any]:
-        return {"engine": self.engine, "opponent": self.opponent, "elo0": self.elo0,
-                "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta, "model": self.model}
+def _sprt_state(test: SprtTest, games: Sequence[GameResult]) -> SprtResult | None:
+    """The test's state on ``games``, None before any game between the two."""
+    try:
+        return test.run(games)
+    except BookgenError:
+        return None
 
 
 def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
                      beta: float = 0.05, model: str = "normalized") -> MatchSprt:
     """``ENGINE:ELO0,ELO1`` (ENGINE is the engine under test) or ``ELO0,ELO1`` (the
-    first player is; ``named`` False) for a match between exactly two ``players``."""
+    first player is; ``named`` False) for a match between exactly two ``players``.
+    Errors are :class:`SettingsError` of ``sprt`` (the test's own settings:
+    ``sprt.settings.alpha``, ...)."""
     if len(players) != 2:
-        raise BookgenError("--sprt needs exactly two players")
+        raise SettingsError("sprt", "needs exactly two players")
     name, sep, bounds = text.rpartition(":")
     try:
         elo0, elo1 = (float(x) for x in bounds.split(","))
     except ValueError:
-        raise BookgenError(f"bad --sprt {text!r}: expected ENGINE:ELO0,ELO1, the engine under "
-                           f"test and its Elo bounds (for example {players[0]}:0,5)") from None
+        raise SettingsError("sprt", f"bad {_FIELD} {text!r}: expected ENGINE:ELO0,ELO1, the "
+                            f"engine under test and its Elo bounds (for example "
+                            f"{players[0]}:0,5)") from None
     if elo0 >= elo1:
-        raise BookgenError("--sprt: ELO0 must be below ELO1")
+        raise SettingsError("sprt", f"{_FIELD}: ELO0 must be below ELO1")
+    try:
+        settings = SprtSettings(elo0, elo1, alpha=alpha, beta=beta, model=model)
+    except SettingsError as error:
+        raise error.within("sprt.settings") from None
     if not sep:
-        return MatchSprt(players[0], players[1], elo0, elo1, alpha, beta, model, named=False)
+        return MatchSprt(players[0], players[1], settings, named=False)
     name = name.strip()
     if name not in players:
-        raise BookgenError(f"--sprt {text!r}: no player named {name!r} (players: "
-                           f"{', '.join(players)})")
+        raise SettingsError("sprt", f"{_FIELD} {text!r}: no player named {name!r} (players: "
+                            f"{', '.join(players)})")
     opponent = players[1] if name == players[0] else players[0]
-    return MatchSprt(name, opponent, elo0, elo1, alpha, beta, model)
+    return MatchSprt(name, opponent, settings)
 
 
 # --------------------------------------------------------------------------
@@ -281,64 +306,45 @@ def _check_player_specs(players: Sequence[PlayerSettings]) -> dict[str, PlayerSe
     return specs
 
 
-def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: str | Path, *,
-              fmt: str = "pairs", games: int | None = None, rounds: int | None = None,
-              control: TimeControl | None = None, max_ply: int = 320,
-              resign: int | None = None, resign_moves: int = 3, declaration_rule: str = "27",
-              concurrency: int = 1, pgn: str | Path | None = None,
-              csa_dir: str | Path | None = None, seed: int | None = None,
+def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: str | Path,
+              settings: MatchSettings | None = None, *,
               stop_when: Callable[[list[GameResult]], str | None] | None = None,
-              sprt: MatchSprt | None = None, progress: bool = True) -> MatchSummary:
-    """Play a match and record it in ``results``; see ``bookgen match --help``.
+              progress: bool = True) -> MatchSummary:
+    """Play a match of ``players`` on the start positions of ``openings`` under
+    ``settings`` (None: the defaults) and record it in ``results``; see ``bookgen
+    match --help``.
 
-    ``games`` is the number of games per pairing (even: whole pairs);
-    ``rounds`` plays every opening that many times per pairing (one of the
-    two; default one round). ``seed`` shuffles the openings (file order
-    without it). ``stop_when`` is called with all games of the match after
-    each game; a non-None answer (a reason) ends the match early. ``sprt``
-    ends it when its GSPRT accepts a hypothesis; it is recorded with the
-    match in the results file (``settings.sprt``, with its last state) and
-    its last state is in the summary.
+    ``stop_when`` is called with all games of the match after each game; a
+    non-None answer (a reason) ends the match early. ``settings.sprt`` ends it
+    when its GSPRT accepts a hypothesis; it is recorded with the match in the
+    results file (``settings.sprt``, with its last state) and its last state is
+    in the summary.
     """
-    control = control or TimeControl(byoyomi=1000)
+    settings = settings if settings is not None else MatchSettings()
+    control, rules, sprt = settings.control, settings.rules, settings.sprt
+    seed, games, rounds = settings.seed, settings.games, settings.rounds
     specs = _check_player_specs(players)
     if sprt is not None:
         if {sprt.engine, sprt.opponent} != set(specs) or sprt.engine == sprt.opponent:
-            raise BookgenError(f"--sprt: {sprt.engine} vs {sprt.opponent} is not this match's "
-                               f"pair ({', '.join(specs)})")
+            raise SettingsError("sprt", f"{_FIELD}: {sprt.engine} vs {sprt.opponent} is not "
+                                f"this match's pair ({', '.join(specs)})")
         stop_when = _sprt_stop(sprt, stop_when)
-    if fmt not in FORMATS:
-        raise BookgenError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-    if games is not None and rounds is not None:
-        raise BookgenError("--games and --rounds exclude each other")
-    if games is not None and (games < 2 or games % 2):
-        raise BookgenError(f"--games must be a positive even number (games come in "
-                           f"colour-swapped pairs), got {games}")
-    for name, value, low in (("--rounds", rounds, 1), ("--concurrency", concurrency, 1),
-                             ("--max-ply", max_ply, 1), ("--resign-moves", resign_moves, 1)):
-        if value is not None and value < low:
-            raise BookgenError(f"{name} must be at least {low}")
-    if resign is not None and resign <= 0:
-        raise BookgenError("--resign must be a positive number of centipawns")
-    if declaration_rule not in DECLARATION_RULES:
-        raise BookgenError(f"unknown declaration rule {declaration_rule!r}")
-    _check_control(control)
 
     lines = read_openings(openings)
     order = list(enumerate(lines))
     if seed is not None:
         random.Random(seed).shuffle(order)
     pairs_per_pairing = games // 2 if games is not None else len(lines) * (rounds or 1)
-    tasks = schedule(list(specs), order, fmt, pairs_per_pairing=pairs_per_pairing)
-    settings = MatchSettings(control, GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
-                                                resign_cp=resign, resign_moves=resign_moves))
+    tasks = schedule(list(specs), order, settings.format, pairs_per_pairing=pairs_per_pairing)
     key_settings = {
         "players": [[name, str(s.spec), sorted(s.options)] for name, s in specs.items()],
-        "format": fmt, "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
-        "seed": seed, "control": _control_key(control), "max_ply": max_ply, "resign": resign,
-        "resign_moves": resign_moves, "declaration_rule": declaration_rule}
+        "format": settings.format,
+        "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
+        "seed": seed, "control": _control_key(control), "max_ply": rules.max_ply,
+        "resign": rules.resign_cp, "resign_moves": rules.resign_moves,
+        "declaration_rule": rules.declaration_rule}
     key = match_key(key_settings)
-    csa_path = Path(csa_dir) if csa_dir is not None else None
+    csa_path = Path(settings.csa_dir) if settings.csa_dir is not None else None
     if csa_path is not None:
         try:
             csa_path.mkdir(parents=True, exist_ok=True)
@@ -360,7 +366,7 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
 
     store = ResultsFile(results)
     summary = MatchSummary(str(results))
-    pgn_file = _open_pgn(Path(pgn)) if pgn is not None else None
+    pgn_file = _open_pgn(Path(settings.pgn)) if settings.pgn is not None else None
     status = "failed"
     try:
         match_id = store.begin_match(key, {**key_settings, "openings_file": str(openings)},
@@ -375,8 +381,8 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         summary.scheduled = len(tasks)
         summary.previously_played = len(tasks) - len(todo)
         match_games = store.games(match_id)
-        status = _play(todo, specs, settings, concurrency, store, match_id, key, summary,
-                       match_games, pgn_file, csa_path, stop_when, progress)
+        status = _play(todo, specs, settings, store, match_id, key, summary, match_games,
+                       pgn_file, csa_path, stop_when, progress)
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -393,7 +399,7 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
                 pass  # a failed write, already reported
         if summary.match_id:
             if sprt is not None:
-                state = sprt.result(store.games(summary.match_id))
+                state = _sprt_state(sprt, store.games(summary.match_id))
                 summary.sprt = state.as_json() if state is not None else None
                 store.set_match_sprt(summary.match_id, {**sprt.as_json(),
                                                         "last": summary.sprt})
@@ -412,16 +418,14 @@ def _control_key(control: TimeControl) -> dict[str, Any]:
     return key
 
 
-def _sprt_stop(sprt: MatchSprt, also: Callable[[list[GameResult]], str | None] | None
+def _sprt_stop(sprt: SprtTest, also: Callable[[list[GameResult]], str | None] | None
                ) -> Callable[[list[GameResult]], str | None]:
-    from bookgen.analysis.pairstats import verdict_sentence
-
     def stop_when(games: list[GameResult]) -> str | None:
         if also is not None:
             reason = also(games)
             if reason is not None:
                 return reason
-        result = sprt.result(games)
+        result = _sprt_state(sprt, games)
         if result is None or result.verdict is None:
             return None
         return f"SPRT for {sprt.engine} vs {sprt.opponent}: {verdict_sentence(result)}"
@@ -430,24 +434,28 @@ def _sprt_stop(sprt: MatchSprt, also: Callable[[list[GameResult]], str | None] |
 
 
 def _check_control(control: TimeControl) -> None:
+    """A match's clock, whose fields are ``control.*`` in :class:`MatchSettings`."""
+    nodes, byoyomi = _mention("control.nodes"), _mention("control.byoyomi")
+    time_, inc = _mention("control.time"), _mention("control.inc")
     if control.nodes is not None:
         if control.byoyomi or control.time or control.inc:
-            raise BookgenError("--nodes excludes --byoyomi, --time and --inc")
+            raise SettingsError("control.nodes",
+                                f"{_FIELD} excludes {byoyomi}, {time_} and {inc}")
         if control.nodes < 1:
-            raise BookgenError("--nodes must be at least 1")
+            raise SettingsError("control.nodes", "must be at least 1")
         return
     if control.inc and control.byoyomi:
-        raise BookgenError("--inc and --byoyomi exclude each other")
+        raise SettingsError("control.inc", f"{_FIELD} and {byoyomi} exclude each other")
     if not (control.time or control.byoyomi):
-        raise BookgenError("give a time control: --byoyomi MS, --time MS [--inc MS] or "
-                           "--nodes N")
+        raise SettingsError("control", f"give a time control: {byoyomi} MS, {time_} MS "
+                            f"[{inc} MS] or {nodes} N")
     for name in ("byoyomi", "time", "inc", "margin"):
         if (getattr(control, name) or 0) < 0:
-            raise BookgenError(f"--{name} must not be negative")
+            raise SettingsError(f"control.{name}", "must not be negative")
 
 
 def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: MatchSettings,
-          concurrency: int, store: ResultsFile, match_id: int, key: str,
+          store: ResultsFile, match_id: int, key: str,
           summary: MatchSummary, match_games: list[GameResult], pgn_file: TextIO | None,
           csa_path: Path | None, stop_when: Callable[[list[GameResult]], str | None] | None,
           progress: bool) -> str:
@@ -457,7 +465,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
     reasons: Counter[str] = Counter()
     colours: Counter[str] = Counter()
     start = time.perf_counter()
-    workers = min(concurrency, max(1, len(todo)))
+    workers = min(settings.concurrency, max(1, len(todo)))
     runner: TaskRunner[GameTask, FinishedGame]
     if workers == 1:
         players = _Players(specs)

@@ -16,7 +16,10 @@ The formulas are those of fishtest's ``LLRcalc``, fastchess and cutechess
   model, a t-value ``(mu - 1/2) / sigma`` for the normalised model); the LLR
   is ``N * sum p^_i ln(p1_i / p0_i)`` with zero counts replaced by 1e-3.
 
-:func:`sprt` on pairs uses *complete* pairs only (two games between the two
+:func:`sprt` runs the test an :class:`SprtSettings` describes (an
+:class:`SprtTest` is one to run: the engine under test, its opponent and the
+settings, as ``bookgen match --sprt`` records it and ``bookgen report`` reads
+it). On pairs it uses *complete* pairs only (two games between the two
 players with the same pair key and colours swapped); games outside a
 complete pair are left out of the pentanomial and counted in
 ``SprtResult.games_left_out``. With ``trinomial=True``, or when there is no
@@ -27,24 +30,24 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scipy.optimize import brentq
-from scipy.stats import norm
-
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.store.results import GameResult
 
-__all__ = ["EloEstimate", "PairCounts", "SprtResult", "count_games", "elo_pentanomial",
-           "elo_trinomial", "los_cutechess", "sprt", "sprt_llr", "verdict_sentence"]
+__all__ = ["EloEstimate", "PairCounts", "SprtResult", "SprtSettings", "SprtTest", "count_games",
+           "elo_pentanomial", "elo_trinomial", "los_cutechess", "sprt", "sprt_llr",
+           "verdict_sentence"]
 
 TRINOMIAL_SCORES = (0.0, 0.5, 1.0)
 PENTANOMIAL_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)
 NELO_PER_T = 800 / math.log(10)  # nElo = t-value * 800 / ln 10
 ZERO_COUNT = 1e-3
 MODELS = ("normalized", "logistic")
+# scipy loads where a statistic is computed: the match runner and its worker
+# processes import this module for SprtSettings and SprtTest alone.
 
 
 # --------------------------------------------------------------------------
@@ -146,6 +149,8 @@ def _elo_margin(mu: float, se: float, z: float) -> float:
 
 def _estimate(counts: Sequence[float], scores: Sequence[float], games_per_unit: int,
               confidence: float) -> EloEstimate:
+    from scipy.stats import norm
+
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), not {confidence}")
     units = sum(counts)
@@ -184,6 +189,8 @@ def elo_pentanomial(penta: Sequence[int], confidence: float = 0.95) -> EloEstima
 
 def los_cutechess(wins: int, losses: int) -> float:
     """cutechess' (and ``cshogi.cli``'s) LOS ``Phi((W - L) / sqrt(W + L))`` in %."""
+    from scipy.stats import norm
+
     if wins + losses == 0:
         return 50.0
     return 100.0 * float(norm.cdf((wins - losses) / math.sqrt(wins + losses)))
@@ -199,6 +206,8 @@ def _secular(p: Sequence[float], g: Sequence[float]) -> float:
     The left side decreases strictly in x on that interval and runs from
     +inf to -inf, so the root is unique when ``g`` has both signs.
     """
+    from scipy.optimize import brentq
+
     low, high = min(g), max(g)
     if not low < 0.0 < high:
         raise BookgenError("the SPRT hypothesis is outside what the outcome scores allow "
@@ -280,21 +289,90 @@ def sprt_bounds(alpha: float, beta: float) -> tuple[float, float]:
 VERDICT_TEXT = {"H1": "H1 accepted", "H0": "H0 accepted", None: "continue"}
 
 
+@dataclass(frozen=True)
+class SprtSettings:
+    """A GSPRT's hypotheses and error rates: H0 ``elo0``, H1 ``elo1`` (the Elo
+    difference of the engine under test over its opponent; ``model``:
+    ``normalized`` or ``logistic`` Elo), ``alpha`` the false positive rate
+    (accepting H1 when H0 holds), ``beta`` the false negative rate.
+    ``trinomial``: count games (W/D/L) instead of colour-swapped pairs."""
+
+    elo0: float
+    elo1: float
+    alpha: float = 0.05
+    beta: float = 0.05
+    model: str = "normalized"
+    trinomial: bool = False
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise SettingsError("model", f"must be one of {', '.join(MODELS)}, "
+                                f"not {self.model!r}")
+        if not self.elo0 < self.elo1:
+            raise SettingsError("elo0", f"{SettingsError.FIELD} ({self.elo0:g}) must be below "
+                                f"{SettingsError.mention('elo1')} ({self.elo1:g})")
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if not 0.0 < value < 1.0:
+                raise SettingsError(name, f"must be in (0, 1), not {value:g}")
+        if self.alpha + self.beta >= 1.0:
+            raise SettingsError("alpha", f"{SettingsError.FIELD} + {SettingsError.mention('beta')} "
+                                "must be below 1")
+
+    @property
+    def unit(self) -> str:
+        """``normalized Elo`` or ``Elo``."""
+        return "normalized Elo" if self.model == "normalized" else "Elo"
+
+
+@dataclass(frozen=True)
+class SprtTest:
+    """A GSPRT to run: of ``engine``, the engine under test, against ``opponent``."""
+
+    engine: str
+    opponent: str
+    settings: SprtSettings
+
+    def run(self, games: Sequence[GameResult]) -> SprtResult:
+        """The test on ``games`` (:func:`sprt`)."""
+        return sprt(games, self.engine, self.opponent, self.settings)
+
+    def describe(self) -> str:
+        s = self.settings
+        return (f"SPRT for {self.engine} (engine under test) vs {self.opponent}: H0 "
+                f"{s.elo0:g}, H1 {s.elo1:g} {s.unit}, alpha {s.alpha:g}, beta {s.beta:g}")
+
+    def as_json(self) -> dict[str, Any]:
+        """The test as ``bookgen match --sprt`` records it (``trinomial`` only when set)."""
+        s = self.settings
+        data = {"engine": self.engine, "opponent": self.opponent, "elo0": s.elo0,
+                "elo1": s.elo1, "alpha": s.alpha, "beta": s.beta, "model": s.model}
+        return {**data, "trinomial": True} if s.trinomial else data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SprtTest:
+        """The test :meth:`as_json` wrote (alpha, beta and model: defaults if missing)."""
+        return cls(data["engine"], data["opponent"], SprtSettings(
+            float(data["elo0"]), float(data["elo1"]), alpha=float(data.get("alpha", 0.05)),
+            beta=float(data.get("beta", 0.05)), model=data.get("model", "normalized"),
+            trinomial=bool(data.get("trinomial", False))))
+
+
 def verdict_sentence(result: SprtResult) -> str:
     """The verdict in words, from the engine under test's side, e.g. ``H1 accepted:
     new is stronger than base (Elo difference nearer 5 than 0 normalized Elo)``."""
-    a, b = result.engine, result.opponent
-    unit = "normalized Elo" if result.model == "normalized" else "Elo"
-    e0, e1 = f"{result.elo0:g}", f"{result.elo1:g}"
+    a, b, settings = result.engine, result.opponent, result.settings
+    unit = settings.unit
+    e0, e1 = f"{settings.elo0:g}", f"{settings.elo1:g}"
     if result.verdict is None:
         return (f"continue: no verdict yet on {a} against {b} (H0 {e0}, H1 {e1} {unit}; "
                 f"LLR {result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}])")
     if result.verdict == "H1":
-        claim = (f"{a} is stronger than {b}" if result.elo0 >= 0 else
-                 f"{a} is not weaker than {b} by {-result.elo0:g} {unit} or more")
+        claim = (f"{a} is stronger than {b}" if settings.elo0 >= 0 else
+                 f"{a} is not weaker than {b} by {-settings.elo0:g} {unit} or more")
         nearer, other = e1, e0
     else:
-        claim = (f"{a} is not stronger than {b} by {e1} {unit}" if result.elo1 > 0 else
+        claim = (f"{a} is not stronger than {b} by {e1} {unit}" if settings.elo1 > 0 else
                  f"{a} is weaker than {b}")
         nearer, other = e0, e1
     return (f"{VERDICT_TEXT[result.verdict]}: {claim} (Elo difference of {a} over {b} "
@@ -312,7 +390,8 @@ def _finite(value: float) -> float | None:
 
 @dataclass
 class SprtResult:
-    """A GSPRT of ``engine`` against ``opponent``; ``verdict`` 'H1', 'H0' or None (continue).
+    """A GSPRT of ``engine`` against ``opponent`` under ``settings``; ``verdict`` 'H1',
+    'H0' or None (continue).
 
     ``basis`` is 'pentanomial' (complete pairs only; ``games_left_out`` games
     outside a complete pair are not in the LLR nor the estimate) or
@@ -325,11 +404,7 @@ class SprtResult:
     lower: float
     upper: float
     verdict: str | None
-    elo0: float
-    elo1: float
-    alpha: float
-    beta: float
-    model: str
+    settings: SprtSettings
     basis: str
     counts: PairCounts
     estimate: EloEstimate
@@ -350,10 +425,11 @@ class SprtResult:
                          "pair left out of the estimate and the LLR")
         lines.append(f"Elo: {e.elo:.2f} +/- {e.elo_error:.2f}, nElo: {e.nelo:.2f} +/- "
                      f"{e.nelo_error:.2f}, LOS: {e.los:.2f} % ({self.basis}, {e.games} games)")
-        kind = "normalized Elo" if self.model == "normalized" else "logistic Elo"
+        s = self.settings
+        kind = "normalized Elo" if s.model == "normalized" else "logistic Elo"
         lines.append(f"SPRT of {self.engine} (engine under test) against {self.opponent} "
-                     f"({kind} [{self.elo0:g}, {self.elo1:g}], alpha {self.alpha:g}, "
-                     f"beta {self.beta:g}): LLR {self.llr:.2f} "
+                     f"({kind} [{s.elo0:g}, {s.elo1:g}], alpha {s.alpha:g}, "
+                     f"beta {s.beta:g}): LLR {self.llr:.2f} "
                      f"[{self.lower:.2f}, {self.upper:.2f}] -> {VERDICT_TEXT[self.verdict]}")
         if self.verdict is not None:
             lines.append(verdict_sentence(self))
@@ -365,12 +441,13 @@ class SprtResult:
                     for key, value in asdict(self.estimate).items()}
         counts = asdict(self.counts)
         counts["games"], counts["pairs"] = self.counts.games, self.counts.pairs
+        s = self.settings
         return {"engine": self.engine, "opponent": self.opponent, "llr": self.llr,
                 "lower": self.lower, "upper": self.upper, "verdict": self.verdict,
                 "verdict_text": VERDICT_TEXT[self.verdict],
-                "verdict_sentence": verdict_sentence(self), "elo0": self.elo0,
-                "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta,
-                "model": self.model, "basis": self.basis, "counts": counts,
+                "verdict_sentence": verdict_sentence(self), "elo0": s.elo0,
+                "elo1": s.elo1, "alpha": s.alpha, "beta": s.beta,
+                "model": s.model, "basis": self.basis, "counts": counts,
                 "estimate": estimate, "games_left_out": self.games_left_out}
 
 
@@ -385,26 +462,17 @@ def _check_players(games: Sequence[GameResult], a: str, b: str) -> None:
         raise BookgenError("the engine and its opponent must differ")
 
 
-def sprt(games: Sequence[GameResult], a: str, b: str, *, elo0: float, elo1: float,
-         alpha: float = 0.05, beta: float = 0.05, model: str = "normalized",
-         trinomial: bool = False) -> SprtResult:
-    """GSPRT of ``a`` against ``b`` for H0 ``elo0`` vs H1 ``elo1`` (see the module doc)."""
-    if model not in MODELS:
-        raise BookgenError(f"model must be one of {', '.join(MODELS)}, not {model!r}")
-    if not elo0 < elo1:
-        raise BookgenError(f"elo0 ({elo0:g}) must be below elo1 ({elo1:g})")
-    for name, value in (("alpha", alpha), ("beta", beta)):
-        if not 0.0 < value < 1.0:
-            raise BookgenError(f"{name} must be in (0, 1), not {value:g}")
-    if alpha + beta >= 1.0:
-        raise BookgenError("alpha + beta must be below 1")
+def sprt(games: Sequence[GameResult], a: str, b: str, settings: SprtSettings) -> SprtResult:
+    """GSPRT of ``a`` (the engine under test) against ``b`` under ``settings`` (see
+    the module doc)."""
+    elo0, elo1, model = settings.elo0, settings.elo1, settings.model
     _check_players(games, a, b)
     counts = count_games(games, a, b)
     if counts.games == 0:
         raise BookgenError(f"no games between {a} and {b}")
-    lower, upper = sprt_bounds(alpha, beta)
+    lower, upper = sprt_bounds(settings.alpha, settings.beta)
     estimate: EloEstimate
-    if counts.penta is not None and not trinomial:
+    if counts.penta is not None and not settings.trinomial:
         basis, left_out = "pentanomial", counts.unpaired
         penta = counts.penta
         estimate = elo_pentanomial(penta)
@@ -415,5 +483,5 @@ def sprt(games: Sequence[GameResult], a: str, b: str, *, elo0: float, elo1: floa
         llr = sprt_llr([counts.losses, counts.draws, counts.wins], TRINOMIAL_SCORES,
                        elo0, elo1, model)
     verdict = "H1" if llr >= upper else "H0" if llr <= lower else None
-    return SprtResult(a, b, llr, lower, upper, verdict, elo0, elo1, alpha, beta, model, basis,
-                      counts, estimate, left_out)
+    return SprtResult(a, b, llr, lower, upper, verdict, settings, basis, counts, estimate,
+                      left_out)

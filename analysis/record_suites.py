@@ -3,10 +3,11 @@
 dlshogi's ``csa_to_gokakusfen`` rule: from games of at least ``min_moves``
 moves (and, with ``min_rating``, between players both rated at least that),
 take the positions at the selected plies whose recorded evaluation is within
-``max_value`` of 0. dlshogi's defaults are the positions after 24 and 36 moves
-(plies 25 and 37 here, where the start position is ply 1), ``|eval| <= 100``,
-50 moves and rating 3800; ``max_line_value`` is its second bound (170), on every
-evaluation recorded before the selected position.
+``max_value_cp`` of 0 (:class:`RecordSuiteSettings`). dlshogi's defaults are the
+positions after 24 and 36 moves (plies 25 and 37 here, where the start position
+is ply 1), ``|eval| <= 100``, 50 moves and rating 3800; ``max_line_value_cp`` is
+its second bound (170), on every evaluation recorded before the selected
+position.
 
 The records (CSA and KIF files) and their evaluations are read by
 :mod:`bookgen.formats.records`, in a child process that cshogi's parser may
@@ -21,17 +22,94 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import cshogi
 
-from bookgen.analysis.suites import SuiteLine, ply_filter, write_suite
-from bookgen.errors import BookgenError
+from bookgen.analysis.suites import SuiteLine, SuiteSelection, SuiteSummary, write_suite
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats.records import BadRecord, RecordedGame, RecordParser, find_records, read_games
 from bookgen.position import STARTPOS_SFEN, board_key
 
-__all__ = ["make_suite_from_records"]
+__all__ = ["GameCounts", "RecordCounts", "RecordSuiteSettings", "RecordSuiteSummary",
+           "make_suite_from_records"]
+
+_FIELD, _mention = SettingsError.FIELD, SettingsError.mention
+
+
+@dataclass(frozen=True)
+class RecordSuiteSettings:
+    """What :func:`make_suite_from_records` keeps.
+
+    A position qualifies when its game has at least ``min_moves`` moves, both
+    players are rated at least ``min_rating`` (if given; games without both
+    ratings recorded are left out unless ``allow_unrated``), its ply is selected
+    and its recorded evaluation is within ``selection.max_value_cp`` of 0, and
+    every evaluation recorded before it within ``max_line_value_cp`` (if given).
+    ``ignore_values`` takes the positions at the selected plies whatever their
+    evaluation, or none. ``strict``: a bad record ends the run before the output
+    is written, instead of being reported and skipped.
+    """
+
+    selection: SuiteSelection = field(default_factory=SuiteSelection)
+    min_moves: int = 50
+    min_rating: float | None = None
+    allow_unrated: bool = False
+    ignore_values: bool = False
+    max_line_value_cp: int | None = None
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_moves < 0:
+            raise SettingsError("min_moves", "must be at least 0")
+        if self.max_line_value_cp is not None and self.max_line_value_cp < 0:
+            raise SettingsError("max_line_value_cp", "must be at least 0")
+        if self.allow_unrated and self.min_rating is None:
+            raise SettingsError("allow_unrated",
+                                f"{_FIELD} only applies with {_mention('min_rating')}")
+
+
+@dataclass(frozen=True)
+class RecordCounts:
+    """The record ``files`` found, the games ``read`` from them and the bad
+    records ``skipped``."""
+
+    files: int
+    read: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class GameCounts:
+    """The games ``used`` (``with_positions``: that gave a position) and those
+    left out: ``too_short``, ``unrated``, ``below_min_rating``."""
+
+    used: int
+    with_positions: int
+    too_short: int
+    unrated: int
+    below_min_rating: int
+
+
+@dataclass(frozen=True)
+class RecordSuiteSummary(SuiteSummary):
+    """A suite from records (:class:`SuiteSummary`), with the ``records`` and
+    ``games`` read, the ``candidates`` (qualifying positions, repeats included),
+    the ``duplicates`` written once and the ``bad_records`` (``FILE: reason``)."""
+
+    records: RecordCounts
+    games: GameCounts
+    candidates: int
+    duplicates: int
+    bad_records: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` output: the suite's, then the fields in order."""
+        return {**super().as_dict(), "records": asdict(self.records),
+                "games": asdict(self.games), "candidates": self.candidates,
+                "duplicates": self.duplicates, "bad_records": list(self.bad_records)}
 
 
 def _replay(game: RecordedGame, wanted: Collection[int], last_ply: int, *, max_value: int,
@@ -86,26 +164,31 @@ def _line_key(line: SuiteLine) -> tuple[bool, int, str]:
     return line.start is not None, len(line.moves), line.text()
 
 
-def _empty_suite_reason(output: str | Path, files: int, skipped: int, counts: dict[str, int],
-                        rejected: Counter[str], min_moves: int, max_value: int,
-                        max_line_value: int | None) -> str:
+def _empty_suite_error(output: str | Path, files: int, skipped: int, counts: dict[str, int],
+                       rejected: Counter[str], settings: RecordSuiteSettings) -> BookgenError:
     """Why no position qualified, in one line, with the count of every rule that
-    left something out."""
+    left something out: a :class:`SettingsError` naming those rules' settings
+    (none of them the error's own field), or a plain error where no rule did."""
     def some(parts: list[tuple[int, str]]) -> str:
         return ", ".join(f"{n} {text}" for n, text in parts if n)
 
     read = f"{files} file{'s' if files != 1 else ''}, {counts['read']} games read"
     if skipped:
         read += f" ({skipped} skipped as bad records)"
-    games = some([(counts["too_short"], f"shorter than --min-moves {min_moves}"),
-                  (counts["unrated"], "without both ratings (--min-rating; see "
-                                      "--allow-unrated)"),
-                  (counts["below_min_rating"], "below --min-rating")])
+    min_rating = _mention("min_rating")
+    games = some([
+        (counts["too_short"], f"shorter than {_mention('min_moves')} {settings.min_moves}"),
+        (counts["unrated"], f"without both ratings ({min_rating}; see "
+                            f"{_mention('allow_unrated')})"),
+        (counts["below_min_rating"], f"below {min_rating}")])
     positions = some([
-        (rejected["no_value"], "without a recorded evaluation (see --ignore-values)"),
-        (rejected["max_value"], f"beyond --max-value {max_value}"),
-        (rejected["max_line_value"], f"after an evaluation beyond --max-line-value "
-                                     f"{max_line_value}")])
+        (rejected["no_value"], "without a recorded evaluation (see "
+                               f"{_mention('ignore_values')})"),
+        (rejected["max_value"], f"beyond {_mention('selection.max_value_cp')} "
+                                f"{settings.selection.max_value_cp}"),
+        (rejected["max_line_value"], "after an evaluation beyond "
+                                     f"{_mention('max_line_value_cp')} "
+                                     f"{settings.max_line_value_cp}")])
     text = f"no position qualified, {output} not written: {read}"
     if games:
         text += f"; games left out: {games}"
@@ -114,35 +197,30 @@ def _empty_suite_reason(output: str | Path, files: int, skipped: int, counts: di
         text += f", {rejected['ends_early']} of them ending before the selected plies"
     if positions:
         text += f"; their positions at the selected plies: {positions}"
-    return text
+    return SettingsError("selection", text) if games or positions else BookgenError(text)
 
 
-def make_suite_from_records(
-        output: str | Path, sources: Sequence[str | Path], *, max_value: int = 100,
-        min_ply: int = 1, max_ply: int = 1000, plies: Collection[int] | None = None,
-        min_moves: int = 50, min_rating: float | None = None, allow_unrated: bool = False,
-        ignore_values: bool = False, max_line_value: int | None = None,
-        limit: int | None = None, per_line_cap: int | None = None, cap_plies: int = 4,
-        seed: int = 0, strict: bool = False,
-        on_bad: Callable[[str], None] | None = None) -> dict[str, Any]:
+def make_suite_from_records(sources: Sequence[str | Path], out: str | Path,
+                            settings: RecordSuiteSettings | None = None, *,
+                            on_bad: Callable[[str], None] | None = None) -> RecordSuiteSummary:
     """Write the balanced positions of the games in ``sources`` (record files or
-    directories); returns the summary.
+    directories) to ``out``; returns the summary.
 
-    A position qualifies when its game has at least ``min_moves`` moves, both
-    players are rated at least ``min_rating`` (if given; games without both
-    ratings recorded are left out unless ``allow_unrated``), its ply is selected
-    (``plies``, else ``min_ply``..``max_ply``; the start position is ply 1), and
-    its recorded evaluation is within ``max_value`` of 0, and every evaluation
-    recorded before it within ``max_line_value`` (if given). ``ignore_values``
-    takes the positions at the selected plies whatever their evaluation, or
-    none. A position reached in several games or by several move orders is
-    written once. Lines are ``startpos moves ...``, or ``sfen SFEN moves ...``
-    for games that did not start from the initial position.
+    Which positions qualify: :class:`RecordSuiteSettings` (None: the defaults).
+    A position reached in several games or by several move orders is written
+    once. Lines are ``startpos moves ...``, or ``sfen SFEN moves ...`` for games
+    that did not start from the initial position.
 
     Bad records are passed to ``on_bad`` as ``FILE: reason`` and skipped, or
-    with ``strict`` raise BookgenError before the output is written.
+    with ``settings.strict`` raise a :class:`SettingsError` of ``strict`` before
+    the output is written.
     """
-    wanted, last_ply = ply_filter(min_ply, max_ply, plies)
+    settings = settings if settings is not None else RecordSuiteSettings()
+    selection = settings.selection
+    max_value, max_line_value = selection.max_value_cp, settings.max_line_value_cp
+    min_moves, min_rating = settings.min_moves, settings.min_rating
+    allow_unrated, ignore_values = settings.allow_unrated, settings.ignore_values
+    wanted, last_ply = selection.wanted_plies()
     files = find_records(sources)
     if not files:
         raise BookgenError("no game records (*.csa, *.kif, *.kifu) in "
@@ -155,8 +233,8 @@ def make_suite_from_records(
     rejected: Counter[str] = Counter()
 
     def report(where: str, reason: str) -> None:
-        if strict:
-            raise BookgenError(f"{where}: {reason} (--strict)")
+        if settings.strict:
+            raise SettingsError("strict", f"{where}: {reason} ({_FIELD})")
         bad.append(f"{where}: {reason}")
         if on_bad is not None:
             on_bad(bad[-1])
@@ -199,14 +277,12 @@ def make_suite_from_records(
                     if key not in best or _line_key(line) < _line_key(best[key]):
                         best[key] = line
     if not best:
-        raise BookgenError(_empty_suite_reason(output, len(files), len(bad), counts, rejected,
-                                               min_moves, max_value, max_line_value))
-    summary = write_suite(output, list(best.values()), limit=limit,
-                          per_line_cap=per_line_cap, cap_plies=cap_plies, seed=seed)
-    summary["records"] = {"files": len(files), "read": counts["read"], "skipped": len(bad)}
-    summary["games"] = {key: counts[key] for key in
-                        ("used", "with_positions", "too_short", "unrated", "below_min_rating")}
-    summary["candidates"] = candidates
-    summary["duplicates"] = candidates - len(best)
-    summary["bad_records"] = bad
-    return summary
+        raise _empty_suite_error(out, len(files), len(bad), counts, rejected, settings)
+    suite = write_suite(out, list(best.values()), selection)
+    return RecordSuiteSummary(
+        file=suite.file, positions=suite.positions, by_ply=suite.by_ply,
+        by_abs_value=suite.by_abs_value, by_value=suite.by_value,
+        records=RecordCounts(files=len(files), read=counts["read"], skipped=len(bad)),
+        games=GameCounts(**{key: counts[key] for key in ("used", "with_positions", "too_short",
+                                                         "unrated", "below_min_rating")}),
+        candidates=candidates, duplicates=candidates - len(best), bad_records=tuple(bad))

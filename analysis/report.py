@@ -64,10 +64,11 @@ from bookgen.analysis.pairstats import (
     EloEstimate,
     PairCounts,
     SprtResult,
+    SprtSettings,
+    SprtTest,
     count_games,
     elo_pentanomial,
     elo_trinomial,
-    sprt,
     verdict_sentence,
 )
 from bookgen.analysis.ratings import RatingSettings, RatingTable, _round_half_up, fit_ratings
@@ -169,12 +170,14 @@ def rating_rows(table: RatingTable) -> list[list[str]]:
 # SPRT requests
 
 
-def parse_sprt(text: str, players: Sequence[str]) -> tuple[str, str, float, float]:
-    """``A,B,ELO0,ELO1`` -> (A, B, elo0, elo1).
+def parse_sprt(text: str, players: Sequence[str]) -> SprtTest:
+    """``A,B,ELO0,ELO1`` -> the test of A against B, H0 ELO0 and H1 ELO1 (normalised
+    Elo, alpha = beta = 0.05).
 
     Names may hold commas: the split between A and B is the one that leaves
     two known players. A bad one is a :class:`bookgen.errors.SettingsError` of
-    ``sprt_tests`` (the CLI: ``--sprt``).
+    ``sprt_tests`` (the CLI: ``--sprt``); bounds in the wrong order are
+    :class:`SprtSettings`' error, in its words.
     """
     def bad(why: str) -> SettingsError:
         return SettingsError("sprt_tests", f"{SettingsError.FIELD} {text!r}: {why}")
@@ -191,7 +194,12 @@ def parse_sprt(text: str, players: Sequence[str]) -> tuple[str, str, float, floa
     splits = [(names[:i], names[i + 1:]) for i, c in enumerate(names) if c == ","]
     matches = [(a, b) for a, b in splits if a in known and b in known]
     if len(matches) == 1:
-        return matches[0][0], matches[0][1], elo0, elo1
+        try:
+            settings = SprtSettings(elo0, elo1)
+        except SettingsError as error:
+            # The text report has always printed: "elo0 (5) must be below elo1 (0)".
+            raise BookgenError(str(error)) from None
+        return SprtTest(matches[0][0], matches[0][1], settings)
     found = ", ".join(players)
     if len(matches) > 1:
         raise bad(f"ambiguous player names (players: {found})")
@@ -209,13 +217,13 @@ def parse_sprt(text: str, players: Sequence[str]) -> tuple[str, str, float, floa
 class ReportSettings:
     """What :func:`build_report` reads and how: ``results`` (results .sqlite and
     PGN files), the ``book`` it describes (None: no book section),
-    ``sprt_tests`` (``"A,B,ELO0,ELO1"`` strings or tuples: normalised Elo bounds,
-    alpha = beta = 0.05), the ratings' fit (:class:`RatingSettings`, 1000
+    ``sprt_tests`` (:class:`SprtTest` objects, or ``"A,B,ELO0,ELO1"`` strings:
+    :func:`parse_sprt`), the ratings' fit (:class:`RatingSettings`, 1000
     simulations by default) and the ``title`` (None: the default one)."""
 
     results: tuple[str | Path, ...]
     book: str | Path | None = None
-    sprt_tests: tuple[str | tuple[str, str, float, float], ...] = ()
+    sprt_tests: tuple[str | SprtTest, ...] = ()
     rating: RatingSettings = field(default_factory=lambda: RatingSettings(simulations=1000))
     title: str | None = None
 
@@ -242,19 +250,15 @@ def build_report(settings: ReportSettings, now: datetime | None = None) -> Repor
     players = [p.name for p in ratings.players]
     requested = [parse_sprt(spec, players) if isinstance(spec, str) else spec
                  for spec in sprt_tests]
-    sprts = [sprt(games, a, b, elo0=float(e0), elo1=float(e1)) for a, b, e0, e1 in requested]
+    sprts = [test.run(games) for test in requested]
     sprt_sources = ["requested with --sprt"] * len(sprts)
     for recorded in recorded_sprts(paths):
         prefix = f"{recorded['file']}#{recorded['match_id']}:"
         match_games = [g for g in games if g.pair is not None and g.pair.startswith(prefix)]
         try:
-            sprts.append(sprt(match_games, recorded["engine"], recorded["opponent"],
-                              elo0=float(recorded["elo0"]), elo1=float(recorded["elo1"]),
-                              alpha=float(recorded.get("alpha", 0.05)),
-                              beta=float(recorded.get("beta", 0.05)),
-                              model=recorded.get("model", "normalized")))
+            sprts.append(SprtTest.from_json(recorded).run(match_games))
         except BookgenError:
-            continue  # no game of that match yet
+            continue  # no game of that match yet (or bounds no SPRT can have)
         sprt_sources.append(f"recorded by bookgen match --sprt (match {recorded['match_id']} "
                             f"of {recorded['file']}, its games only)")
     pairwise = _pairwise(games, players)
@@ -429,8 +433,8 @@ def _sprt_blocks(result: SprtResult, source: str,
                  shown: PairResult | None = None) -> list[Block]:
     """The SPRT's table; ``shown`` is the pair as the pairwise section shows it when
     that holds the same games and estimate, which are then not repeated."""
-    c, e = result.counts, result.estimate
-    kind = "normalised Elo" if result.model == "normalized" else "logistic Elo"
+    c, e, test = result.counts, result.estimate, result.settings
+    kind = "normalised Elo" if test.model == "normalized" else "logistic Elo"
     rows = [["engine under test", f"{result.engine} (W, D, L, Elo from its side)"],
             ["test", source]]
     if shown is None:
@@ -442,8 +446,8 @@ def _sprt_blocks(result: SprtResult, source: str,
             ["Elo", f"{_signed(e.elo, 2)} ± {_margin(e.elo_error, 2)}"],
             ["nElo", f"{_signed(e.nelo, 2)} ± {_margin(e.nelo_error, 2)}"],
             ["LOS", _percent(e.los, 2)]]
-    rows += [["hypotheses", f"{kind}: H0 {result.elo0:g}, H1 {result.elo1:g} "
-                            f"(alpha {result.alpha:g}, beta {result.beta:g})"],
+    rows += [["hypotheses", f"{kind}: H0 {test.elo0:g}, H1 {test.elo1:g} "
+                            f"(alpha {test.alpha:g}, beta {test.beta:g})"],
              ["LLR", f"{result.llr:.2f} in [{result.lower:.2f}, {result.upper:.2f}]"],
              ["verdict", verdict_sentence(result)]]
     blocks: list[Block] = [Heading(f"SPRT: {result.engine} (engine under test) vs "

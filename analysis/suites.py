@@ -1,7 +1,7 @@
 """``bookgen suite``: balanced-position suites cut from a book.
 
 dlshogi's ``make_gokaku_sfen`` rule: walk the book breadth-first from the
-initial position; keep a position whose best value is within ``max_value``
+initial position; keep a position whose best value is within ``max_value_cp``
 of 0, unless following the best moves from it repeats a position within 36
 plies (such lines are not real openings). The walk follows the valued own
 moves of the book's :class:`~bookgen.store.index.BookIndex` to their child
@@ -11,8 +11,10 @@ how many positions may share the same first ``cap_plies`` moves, so one
 opening family cannot dominate. Output: ``startpos moves ...`` lines, readable
 by ``cshogi.cli``, ShogiHome and the match runner.
 
-Suites from game records (:mod:`bookgen.analysis.record_suites`) share the selection,
-writing and summary code here (:class:`SuiteLine`, :func:`write_suite`).
+Suites from game records (:mod:`bookgen.analysis.record_suites`) share the selection
+(:class:`SuiteSelection`), writing and summary code here (:class:`SuiteLine`,
+:func:`write_suite`, :class:`SuiteSummary`). :func:`make_suite` takes a
+:class:`BookSuiteSettings`.
 """
 
 from __future__ import annotations
@@ -20,17 +22,20 @@ from __future__ import annotations
 import random
 from collections import Counter, deque
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bookgen.arrays import NULL
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_write
-from bookgen.store import DEFAULT_BOOK, Book, MoveRows, ValueColumn
+from bookgen.store import Book, MoveRows, ValueColumn
 from bookgen.store.index import BookIndex, IndexSpec
+
+__all__ = ["BookSuiteSettings", "SuiteLine", "SuiteSelection", "SuiteSummary", "make_suite",
+           "parse_plies", "write_suite"]
 
 REPETITION_PLIES = 36
 VALUE_BUCKET = 50
@@ -65,29 +70,102 @@ class SuiteLine:
         return len(self.moves), self.start or "", self.moves
 
 
-def parse_plies(text: str) -> list[int]:
-    """``"24,32,40"`` -> ``[24, 32, 40]`` (sorted, duplicates removed)."""
+def parse_plies(text: str) -> tuple[int, ...]:
+    """``"24,32,40"`` -> ``(24, 32, 40)`` (sorted, duplicates removed), for
+    :attr:`SuiteSelection.plies`."""
     plies: set[int] = set()
     for item in text.split(","):
         item = item.strip()
         if not (item.isascii() and item.isdigit()) or int(item) < 1:
-            raise BookgenError(f"--plies {text!r}: {item!r} is not a ply number (1 or more)")
+            raise SettingsError("selection.plies", f"{SettingsError.FIELD} {text!r}: {item!r} "
+                                "is not a ply number (1 or more)")
         plies.add(int(item))
-    return sorted(plies)
+    return tuple(sorted(plies))
 
 
-def ply_filter(min_ply: int, max_ply: int, plies: Collection[int] | None
-               ) -> tuple[Collection[int] | range, int]:
-    """The selected plies (a set or a range) and the last of them."""
-    if plies is not None:
-        if not plies:
-            raise BookgenError("--plies is empty")
-        if min(plies) < 1:
-            raise BookgenError("plies are numbered from 1 (the start position)")
-        return frozenset(plies), max(plies)
-    if min_ply > max_ply:
-        raise BookgenError(f"--min-ply {min_ply} is above --max-ply {max_ply}")
-    return range(min_ply, max_ply + 1), max_ply
+def _at_least(name: str, value: int | None, low: int) -> None:
+    if value is not None and value < low:
+        raise SettingsError(name, f"must be at least {low}")
+
+
+@dataclass(frozen=True)
+class SuiteSelection:
+    """Which positions a suite keeps, from the book or from records.
+
+    Positions within ``max_value_cp`` of 0 at the plies ``min_ply`` to
+    ``max_ply`` (ply 1 is the start position, as in sfen move numbers), or at
+    exactly ``plies`` when given (sorted, duplicates removed). Then at most
+    ``per_line_cap`` positions sharing their start and first ``cap_plies``
+    moves (chosen at random with ``seed``), and at most ``limit`` positions
+    (sampled with ``seed``).
+    """
+
+    max_value_cp: int = 100
+    min_ply: int = 1
+    max_ply: int = 1000
+    plies: tuple[int, ...] | None = None
+    per_line_cap: int | None = None
+    cap_plies: int = 4
+    limit: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.plies is not None:
+            object.__setattr__(self, "plies", tuple(sorted(set(self.plies))))
+            if not self.plies:
+                raise SettingsError("selection.plies", "is empty")
+            if self.plies[0] < 1:
+                raise SettingsError("selection.plies",
+                                    "are numbered from 1 (the start position)")
+        else:
+            _at_least("selection.min_ply", self.min_ply, 1)
+            if self.min_ply > self.max_ply:
+                raise SettingsError("selection.min_ply", (
+                    f"{SettingsError.FIELD} {self.min_ply} is above "
+                    f"{SettingsError.mention('selection.max_ply')} {self.max_ply}"))
+        _at_least("selection.max_value_cp", self.max_value_cp, 0)
+        _at_least("selection.per_line_cap", self.per_line_cap, 1)
+        _at_least("selection.cap_plies", self.cap_plies, 1)
+        _at_least("selection.limit", self.limit, 1)
+
+    def wanted_plies(self) -> tuple[Collection[int] | range, int]:
+        """The selected plies (a set or a range) and the last of them."""
+        if self.plies is not None:
+            return frozenset(self.plies), self.plies[-1]
+        return range(self.min_ply, self.max_ply + 1), self.max_ply
+
+
+@dataclass(frozen=True)
+class BookSuiteSettings:
+    """What :func:`make_suite` keeps (``selection``) and which book values decide
+    the balance (``values``: the book's own, or refine minimax's)."""
+
+    selection: SuiteSelection = field(default_factory=SuiteSelection)
+    values: ValueColumn = ValueColumn.RAW
+
+    def __post_init__(self) -> None:
+        if self.values not in tuple(str(column) for column in ValueColumn):
+            raise SettingsError("values", f"must be raw or minimax, not {self.values!r}")
+        object.__setattr__(self, "values", ValueColumn(self.values))
+
+
+@dataclass(frozen=True)
+class SuiteSummary:
+    """What a suite holds: its ``file``, its number of ``positions``, and their
+    counts ``by_ply``, by |value| (25 cp buckets, ``by_abs_value``) and by signed
+    value (:func:`value_bucket`, ``by_value``); values from the side to move's
+    point of view. Keys are the labels of the JSON output, in order."""
+
+    file: str
+    positions: int
+    by_ply: dict[str, int]
+    by_abs_value: dict[str, int]
+    by_value: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` output, in the order of the fields."""
+        return {"file": self.file, "positions": self.positions, "by_ply": dict(self.by_ply),
+                "by_abs_value": dict(self.by_abs_value), "by_value": dict(self.by_value)}
 
 
 def value_bucket(value: int | None) -> tuple[int, str]:
@@ -110,7 +188,7 @@ def _abs_value_bucket(value: int | None) -> tuple[int, str]:
     return low, f"{low}-{low + 24}"
 
 
-def summarize(out: Path, kept: Iterable[SuiteLine]) -> dict[str, Any]:
+def summarize(out: Path, kept: Iterable[SuiteLine]) -> SuiteSummary:
     """The summary both suite kinds share: counts by ply and by value bucket."""
     kept = list(kept)
     by_ply = Counter(line.ply for line in kept)
@@ -119,22 +197,23 @@ def summarize(out: Path, kept: Iterable[SuiteLine]) -> dict[str, Any]:
         counts = Counter(key(line.value) for line in kept)
         return {label: n for (_low, label), n in sorted(counts.items())}
 
-    return {"file": str(out), "positions": len(kept),
-            "by_ply": {str(k): v for k, v in sorted(by_ply.items())},
-            "by_abs_value": buckets(_abs_value_bucket),
-            "by_value": buckets(value_bucket)}
+    return SuiteSummary(file=str(out), positions=len(kept),
+                        by_ply={str(k): v for k, v in sorted(by_ply.items())},
+                        by_abs_value=buckets(_abs_value_bucket),
+                        by_value=buckets(value_bucket))
 
 
-def write_suite(out: str | Path, kept: list[SuiteLine], *, limit: int | None = None,
-                per_line_cap: int | None = None, cap_plies: int = 4,
-                seed: int = 0) -> dict[str, Any]:
-    """Apply the per-family cap and the limit, write the lines atomically
+def write_suite(out: str | Path, kept: list[SuiteLine], selection: SuiteSelection
+                ) -> SuiteSummary:
+    """Apply the selection's per-family cap and limit, write the lines atomically
     (temporary file + rename), and return the summary.
 
     ``per_line_cap`` keeps at most that many positions sharing their start and
     first ``cap_plies`` moves (chosen at random with ``seed``); ``limit`` then
     samples at most that many. Lines are written by ply, then text order.
     """
+    per_line_cap, cap_plies = selection.per_line_cap, selection.cap_plies
+    limit, seed = selection.limit, selection.seed
     if per_line_cap is not None:
         rng = random.Random(seed)
         kept = list(kept)
@@ -187,24 +266,19 @@ def _repeats_along_best(row: int, best: np.ndarray, child: np.ndarray) -> bool:
     return False
 
 
-def make_suite(out: str | Path, book: str | Path = DEFAULT_BOOK, *, max_value: int = 100,
-               min_ply: int = 1, max_ply: int = 1000, plies: Collection[int] | None = None,
-               values: str = "raw", limit: int | None = None,
-               per_line_cap: int | None = None, cap_plies: int = 4,
-               seed: int = 0) -> dict[str, Any]:
-    """Write balanced book positions as ``startpos moves ...`` lines; returns a summary.
-
-    ``min_ply``/``max_ply`` count plies from the initial position (ply 1 is
-    the initial position itself, as in sfen move numbers); ``plies``, when
-    given, selects exactly those plies instead.
-    """
-    if values not in ("raw", "minimax"):
-        raise BookgenError(f"--values must be raw or minimax, not {values!r}")
-    wanted, last_ply = ply_filter(min_ply, max_ply, plies)
+def make_suite(book: str | Path, out: str | Path, settings: BookSuiteSettings | None = None
+               ) -> SuiteSummary:
+    """Write the balanced positions of ``book`` to ``out`` as ``startpos moves ...``
+    lines (see the module docstring and :class:`BookSuiteSettings`; None: the
+    defaults); returns the summary."""
+    settings = settings if settings is not None else BookSuiteSettings()
+    selection = settings.selection
+    max_value = selection.max_value_cp
+    wanted, last_ply = selection.wanted_plies()
     with Book(book, create=False, readonly=True) as store:
         # The book's own moves (also with minimax values), children by their links.
         index = BookIndex.load(store, IndexSpec(positions=frozenset(), rows=MoveRows.OWN,
-                                                values=(ValueColumn(values),),
+                                                values=(settings.values,),
                                                 edges=frozenset()))
     best = _best_edges(index)
     if index.start < 0 or best[index.start] < 0:
@@ -245,5 +319,4 @@ def make_suite(out: str | Path, book: str | Path = DEFAULT_BOOK, *, max_value: i
         raise BookgenError(f"no position qualified, {out} not written: {reached} book "
                            f"positions reached from the initial position"
                            + (f", left out: {left_out}" if left_out else ""))
-    return write_suite(out, kept, limit=limit, per_line_cap=per_line_cap,
-                       cap_plies=cap_plies, seed=seed)
+    return write_suite(out, kept, selection)

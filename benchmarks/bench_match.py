@@ -14,9 +14,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bookgen.analysis.match import match_player, run_match
+from bookgen.analysis.match import MatchSettings, match_player, run_match
 from bookgen.engines.player_settings import PlayerSettings
 from bookgen.play.clock import TimeControl
+from bookgen.play.loop import GameRules
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
 OPENINGS = ["startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d",
@@ -29,9 +30,9 @@ def run(label: str, tmp: Path, players: list[PlayerSettings], games: int, concur
     openings = tmp / "openings.txt"
     openings.write_text("\n".join(OPENINGS) + "\n")
     results = tmp / f"{label.replace(' ', '-')}-{concurrency}.sqlite"
-    summary = run_match(players, openings, results, games=games, control=control,
-                        max_ply=200, concurrency=concurrency, pgn=tmp / "games.pgn",
-                        csa_dir=tmp / "csa", progress=False)
+    settings = MatchSettings(control=control, rules=GameRules(max_ply=200), games=games,
+                             concurrency=concurrency, pgn=tmp / "games.pgn", csa_dir=tmp / "csa")
+    summary = run_match(players, openings, results, settings, progress=False)
     rate = summary.played / summary.seconds * 60
     print(f"{label:<34} concurrency={concurrency}  {summary.played:>3} games "
           f"{summary.seconds:>6.1f} s  {rate:>6.1f} games/min  overhead "

@@ -17,16 +17,14 @@ class SettingsError(BookgenError):
 
     ``field`` is the field's dotted name in the settings (``"draws.black"``,
     ``"mcts.playouts"``, ``"workers"``), ``message`` what is wrong. The message
-    names the field where it holds :attr:`FIELD`, else the field comes first:
+    names the field where it holds :attr:`FIELD`, and other fields where it holds
+    :meth:`mention` (``f"{SettingsError.FIELD} and {SettingsError.mention('replace')}
+    exclude each other"``); a message that names no field gets the field first:
     ``SettingsError("workers", "must be at least 1")`` reads "workers must be at
-    least 1". The CLI names its flag instead (:meth:`naming` with
+    least 1". The CLI names the flags instead (:meth:`naming` with
     :func:`bookgen.cli.support.flag_of`), so library errors never name a CLI
-    flag and the CLI's texts name its flags.
-
-    A message can name other fields too, each written as :meth:`mention`
-    (``f"{SettingsError.FIELD} and {SettingsError.mention('replace')} exclude
-    each other"``); they are named as the field is. A message that names any
-    field gets no field in front of it.
+    flag and the CLI's texts name its flags. :meth:`within` prefixes the fields of
+    an error raised by nested settings.
     """
 
     FIELD = "{field}"
@@ -55,6 +53,13 @@ class SettingsError(BookgenError):
         if self.mentioned:
             return text
         return f"{name} {text}"
+
+    def within(self, prefix: str) -> SettingsError:
+        """The same error of settings nested as ``prefix``: ``alpha`` becomes
+        ``sprt.settings.alpha`` within ``"sprt.settings"``, and so do the other
+        fields its message names."""
+        message = _MENTION.sub(lambda m: self.mention(f"{prefix}.{m[1]}"), self.message)
+        return type(self)(f"{prefix}.{self.field}", message)
 
     def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return type(self), (self.field, self.message)

@@ -269,13 +269,6 @@ class SelfplaySettings:
     def __post_init__(self) -> None:
         _at_least("games", self.games, 1)
         _at_least("workers", self.workers, 1)
-        _at_least("rules.max_ply", self.rules.max_ply, 1)
-        _at_least("rules.resign_moves", self.rules.resign_moves, 1)
-        if self.rules.resign_cp is not None and self.rules.resign_cp <= 0:
-            raise SettingsError("rules.resign_cp", "must be a positive number of centipawns")
-        if self.rules.declaration_rule not in ("27", "24"):
-            raise SettingsError("rules.declaration_rule",
-                                f"must be 27 or 24, not {self.rules.declaration_rule!r}")
 
 
 # --------------------------------------------------------------------------

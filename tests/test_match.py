@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import shlex
 import signal
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import cshogi
 import cshogi.CSA
 import pytest
 
-from bookgen.analysis.match import match_player
+from bookgen.analysis.match import MatchSettings, MatchSprt, match_player, run_match
+from bookgen.analysis.pairstats import SprtSettings
 from bookgen.analysis.results import load_games
 from bookgen.analysis.schedule import schedule
+from bookgen.cli.support import error_text
 from bookgen.engines.protocols import MoveChoice
 from bookgen.engines.usi.player import UsiPlayer
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.play.clock import ClockState, TimeControl
 from bookgen.play.loop import GameRules, play_game
 from bookgen.play.rules import GameState, Reason, Result
@@ -580,8 +584,8 @@ def test_sprt_stops_the_match_when_the_test_ends(tmp_path):
     assert verdict["verdict"] == "H0"
     # One pair fewer would not have ended the test.
     games = load_games([tmp_path / "r.sqlite"])[:-2]
-    from bookgen.analysis.pairstats import sprt
-    assert sprt(games, "bad", "ok", elo0=0, elo1=100).verdict is None
+    from bookgen.analysis.pairstats import SprtSettings, sprt
+    assert sprt(games, "bad", "ok", SprtSettings(elo0=0, elo1=100)).verdict is None
 
 
 def test_sprt_names_the_engine_under_test(tmp_path):
@@ -625,3 +629,77 @@ def test_sprt_names_the_engine_under_test(tmp_path):
                         "--sprt", bad, expect=2)
         assert message in error.stderr
 
+
+
+# --------------------------------------------------------------------------
+# the library: MatchSettings
+
+
+@pytest.mark.parametrize("fields, field, library, cli", [
+    ({"games": 2, "rounds": 1}, "games", "games and rounds exclude each other",
+     "--games and --rounds exclude each other"),
+    ({"games": 3}, "games", "games must be a positive even number (games come in "
+     "colour-swapped pairs), got 3", "--games must be a positive even number (games come in "
+     "colour-swapped pairs), got 3"),
+    ({"control": TimeControl(nodes=5, byoyomi=100)}, "control.nodes",
+     "control.nodes excludes control.byoyomi, control.time and control.inc",
+     "--nodes excludes --byoyomi, --time and --inc"),
+    ({"control": TimeControl(inc=100)}, "control",
+     "give a time control: control.byoyomi MS, control.time MS [control.inc MS] or "
+     "control.nodes N", "give a time control: --byoyomi MS, --time MS [--inc MS] or --nodes N"),
+    ({"rules": partial(GameRules, resign_cp=0)}, "rules.resign_cp",
+     "rules.resign_cp must be a positive number of centipawns",
+     "--resign must be a positive number of centipawns"),
+    ({"rules": partial(GameRules, max_ply=0)}, "rules.max_ply", "rules.max_ply must be at least 1",
+     "--max-ply must be at least 1"),
+    ({"concurrency": 0}, "concurrency", "concurrency must be at least 1",
+     "--concurrency must be at least 1"),
+])
+def test_match_settings_name_their_fields(fields, field, library, cli):
+    with pytest.raises(SettingsError) as caught:  # the rules check themselves when made
+        MatchSettings(**{k: v() if isinstance(v, partial) else v for k, v in fields.items()})
+    assert (caught.value.field, str(caught.value), error_text(caught.value)) == \
+        (field, library, cli)
+
+
+def test_run_match_takes_settings_and_keys_the_match_as_the_cli(tmp_path):
+    """A match played through the library is the one the command line would play:
+    rerunning it as a command finds every game there."""
+    openings = write_openings(tmp_path / "openings.txt")
+    players = [match_player("a", "builtin", (("nodes", "50"),)),
+               match_player("b", "builtin", (("nodes", "50"),))]
+    test = MatchSprt("b", "a", SprtSettings(0.0, 100.0))
+    settings = MatchSettings(control=TimeControl(nodes=1), rules=GameRules(max_ply=24),
+                             games=4, seed=2, sprt=test)
+    assert pickle.loads(pickle.dumps(settings)) == settings  # sent to the workers
+    summary = run_match(players, openings, tmp_path / "r.sqlite", settings, progress=False)
+    assert summary.played == 4
+    db = sqlite3.connect(tmp_path / "r.sqlite")
+    recorded = json.loads(db.execute("SELECT settings FROM matches").fetchone()[0])["sprt"]
+    db.close()
+    assert {k: v for k, v in recorded.items() if k != "last"} == test.as_json()
+    again = match(tmp_path, "--builtin", "a", "--builtin", "b", "--option", "a:nodes=50",
+                  "--option", "b:nodes=50", "--openings", openings, "--nodes", "1",
+                  "--max-ply", "24", "--games", "4", "--seed", "2", "--sprt", "b:0,100")
+    assert (again["played"], again["previously_played"]) == (0, 4)
+    # An SPRT of players not in the match: the library names the setting.
+    other = MatchSettings(control=TimeControl(nodes=1), games=2,
+                          sprt=MatchSprt("a", "c", SprtSettings(0.0, 5.0)))
+    with pytest.raises(SettingsError) as caught:
+        run_match(players, openings, tmp_path / "x.sqlite", other, progress=False)
+    assert str(caught.value) == "sprt: a vs c is not this match's pair (a, b)"
+    assert error_text(caught.value) == "--sprt: a vs c is not this match's pair (a, b)"
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_bad_sprt_error_rates_stop_the_match_before_it_starts(tmp_path):
+    """--sprt-alpha/--sprt-beta are checked with the test (before, a test no SPRT can
+    have let the match run on to the end)."""
+    openings = write_openings(tmp_path / "openings.txt")
+    for args, message in ((("--sprt-alpha", "2"), "--sprt-alpha must be in (0, 1), not 2"),
+                          (("--sprt-alpha", "0.6", "--sprt-beta", "0.5"),
+                           "--sprt-alpha + --sprt-beta must be below 1")):
+        error = match(tmp_path, "--builtin", "a", "--builtin", "b", "--openings", openings,
+                      "--nodes", "1", "--sprt", "0,5", *args, expect=2)
+        assert error.stderr == f"bookgen: error: {message}\n"
+    assert not (tmp_path / "r.sqlite").exists()

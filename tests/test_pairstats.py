@@ -18,6 +18,8 @@ from bookgen.analysis.pairstats import (
     PENTANOMIAL_SCORES,
     TRINOMIAL_SCORES,
     PairCounts,
+    SprtSettings,
+    SprtTest,
     count_games,
     elo_pentanomial,
     elo_trinomial,
@@ -25,6 +27,8 @@ from bookgen.analysis.pairstats import (
     sprt,
     sprt_llr,
 )
+from bookgen.cli.support import error_text
+from bookgen.errors import SettingsError
 from bookgen.formats.records import write_pgn_game
 from bookgen.store.results import GameResult, ResultsFile
 from conftest import STARTPOS, run_cli
@@ -244,7 +248,7 @@ def test_sprt_uses_complete_pairs_only_and_reports_the_rest():
              g("A", "B", "draw", "2"), g("B", "A", "white", "2"),
              g("A", "B", "white", "3"), g("B", "A", "draw", "3"),
              g("A", "B", "white", "4")]
-    result = sprt(games, "A", "B", elo0=0, elo1=5)
+    result = sprt(games, "A", "B", SprtSettings(elo0=0, elo1=5))
     assert result.basis == "pentanomial"
     assert result.counts.penta == [0, 1, 0, 1, 1]
     assert result.games_left_out == 1
@@ -252,7 +256,7 @@ def test_sprt_uses_complete_pairs_only_and_reports_the_rest():
     assert result.estimate.games == 6
     assert "1 game outside a complete pair left out" in result.format_text()
 
-    tri = sprt(games, "A", "B", elo0=0, elo1=5, trinomial=True, model="logistic")
+    tri = sprt(games, "A", "B", SprtSettings(elo0=0, elo1=5, trinomial=True, model="logistic"))
     assert tri.basis == "trinomial" and tri.games_left_out == 0
     assert tri.llr == pytest.approx(sprt_llr([2, 2, 3], TRINOMIAL_SCORES, 0, 5, "logistic"))
     assert tri.estimate.games == 7
@@ -260,7 +264,7 @@ def test_sprt_uses_complete_pairs_only_and_reports_the_rest():
 
 def test_sprt_falls_back_to_trinomial_without_pairs():
     result = sprt([g("A", "B", "black"), g("B", "A", "white"), g("A", "B", "draw")], "A", "B",
-                  elo0=0, elo1=5)
+                  SprtSettings(elo0=0, elo1=5))
     assert result.basis == "trinomial"
     assert result.llr == pytest.approx(sprt_llr([0, 1, 2], TRINOMIAL_SCORES, 0, 5))
 
@@ -437,3 +441,61 @@ def test_sprt_json_has_no_infinities(tmp_path):
     assert "Infinity" not in result.stdout
     data = json.loads(result.stdout)
     assert data["estimate"]["elo"] is None and data["estimate"]["los"] == 100.0
+
+
+# --------------------------------------------------------------------------
+# SprtSettings and SprtTest
+
+
+@pytest.mark.parametrize("fields, field, library, cli", [
+    ({"elo0": 5, "elo1": 0}, "elo0", "elo0 (5) must be below elo1 (0)",
+     "--elo0 (5) must be below --elo1 (0)"),
+    ({"elo0": 0, "elo1": 5, "alpha": 0}, "alpha", "alpha must be in (0, 1), not 0",
+     "--alpha must be in (0, 1), not 0"),
+    ({"elo0": 0, "elo1": 5, "alpha": 0.6, "beta": 0.5}, "alpha", "alpha + beta must be below 1",
+     "--alpha + --beta must be below 1"),
+    ({"elo0": 0, "elo1": 5, "model": "bayes"}, "model",
+     "model must be one of normalized, logistic, not 'bayes'",
+     "--model must be one of normalized, logistic, not 'bayes'"),
+])
+def test_sprt_settings_name_their_fields(fields, field, library, cli):
+    with pytest.raises(SettingsError) as caught:
+        SprtSettings(**fields)
+    assert (caught.value.field, str(caught.value), error_text(caught.value)) == \
+        (field, library, cli)
+
+
+def test_a_match_names_the_sprt_settings_by_its_flags():
+    """Within a match the settings are ``sprt.settings``: --sprt-alpha, --sprt-beta."""
+    with pytest.raises(SettingsError) as caught:
+        SprtSettings(0, 5, alpha=0.6, beta=0.5)
+    nested = caught.value.within("sprt.settings")
+    assert (nested.field, str(nested)) == ("sprt.settings.alpha",
+                                           "sprt.settings.alpha + sprt.settings.beta must be "
+                                           "below 1")
+    assert error_text(nested) == "--sprt-alpha + --sprt-beta must be below 1"
+
+
+def test_the_sprt_command_keeps_its_texts(tmp_path):
+    """``bookgen sprt`` has always named these settings as the library does."""
+    path = write_results(tmp_path / "r.sqlite", pair_games([1, 1, 1, 1, 1]))
+    for args, text in ((("--elo0", "5", "--elo1", "0"), "elo0 (5) must be below elo1 (0)"),
+                       (("--elo0", "0", "--elo1", "5", "--alpha", "0.6", "--beta", "0.5"),
+                        "alpha + beta must be below 1")):
+        result = run_cli("sprt", path, "--engine", "A", "--vs", "B", *args, expect=2)
+        assert result.stderr == f"bookgen: error: {text}\n"
+
+
+def test_an_sprt_test_as_recorded_and_read_back():
+    test = SprtTest("new", "base", SprtSettings(-1, 4, alpha=0.1, model="logistic"))
+    recorded = test.as_json()
+    assert list(recorded) == ["engine", "opponent", "elo0", "elo1", "alpha", "beta", "model"]
+    assert SprtTest.from_json(recorded) == test
+    trinomial = SprtTest("new", "base", SprtSettings(0, 5, trinomial=True))
+    assert trinomial.as_json()["trinomial"] is True
+    assert SprtTest.from_json(json.loads(json.dumps(trinomial.as_json()))) == trinomial
+    assert SprtTest.from_json({"engine": "a", "opponent": "b", "elo0": 0, "elo1": 2}) == \
+        SprtTest("a", "b", SprtSettings(0.0, 2.0))
+    games = [g("A", "B", "black"), g("B", "A", "white"), g("A", "B", "draw")]
+    assert SprtTest("A", "B", SprtSettings(0, 5)).run(games) == \
+        sprt(games, "A", "B", SprtSettings(0, 5))

@@ -28,7 +28,14 @@ from PIL import Image
 from bookgen.analysis import report as report_module
 from bookgen.analysis.document import markdown_escape
 from bookgen.analysis.outcomes import PAIRED_NOTE
-from bookgen.analysis.pairstats import count_games, elo_pentanomial, elo_trinomial, sprt
+from bookgen.analysis.pairstats import (
+    SprtSettings,
+    SprtTest,
+    count_games,
+    elo_pentanomial,
+    elo_trinomial,
+    sprt,
+)
 from bookgen.analysis.ratings import RatingSettings, fit_ratings
 from bookgen.analysis.report import ReportSettings, build_report, parse_sprt, write_html
 from bookgen.analysis.results import load_games
@@ -221,7 +228,7 @@ def test_pairwise_matrix_uses_pentanomial_counts(results_path, rendered):
 
 def test_sprt_section(results_path, rendered):
     games = load_games([results_path])
-    result = sprt(games, "gamma", "alpha", elo0=0, elo1=2)
+    result = sprt(games, "gamma", "alpha", SprtSettings(elo0=0, elo1=2))
     text = rendered["html"]
     assert "SPRT: gamma (engine under test) vs alpha" in text
     assert "<td>engine under test</td><td>gamma (W, D, L, Elo from its side)</td>" in text
@@ -388,8 +395,9 @@ def test_plots_do_not_parse_math_in_names(tmp_path):
 
 
 def test_parse_sprt_with_commas_in_names():
-    assert parse_sprt("x,y,0,2", ["x", "y"]) == ("x", "y", 0.0, 2.0)
-    assert parse_sprt("a,b,c,-1.5,2", ["a,b", "c"]) == ("a,b", "c", -1.5, 2.0)
+    assert parse_sprt("x,y,0,2", ["x", "y"]) == SprtTest("x", "y", SprtSettings(0.0, 2.0))
+    assert parse_sprt("a,b,c,-1.5,2", ["a,b", "c"]) == SprtTest("a,b", "c",
+                                                                SprtSettings(-1.5, 2.0))
     with pytest.raises(BookgenError, match="unknown player 'z'"):
         parse_sprt("x,z,0,2", ["x", "y"])
     with pytest.raises(BookgenError, match="ELO0 and ELO1 must be numbers"):
@@ -399,6 +407,10 @@ def test_parse_sprt_with_commas_in_names():
     # the library names the setting, the command line its flag
     assert str(caught.value) == "sprt_tests 'x,0,2': expected A,B,ELO0,ELO1"
     assert error_text(caught.value) == "--sprt 'x,0,2': expected A,B,ELO0,ELO1"
+    # Bounds in the wrong order: SprtSettings' words, as report has always printed them.
+    with pytest.raises(BookgenError) as caught:
+        parse_sprt("x,y,5,0", ["x", "y"])
+    assert error_text(caught.value) == str(caught.value) == "elo0 (5) must be below elo1 (0)"
 
 
 # --------------------------------------------------------------------------

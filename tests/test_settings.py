@@ -82,6 +82,30 @@ def test_a_settings_error_names_the_field_and_the_cli_names_the_flag():
     assert (copy.field, copy.message, str(copy)) == (error.field, error.message, str(error))
 
 
+def test_a_settings_error_may_name_other_fields():
+    """Other fields in a message are named as fields in the library and as flags on the
+    command line; a message naming fields gets no field in front; errors of nested
+    settings name the fields under their prefix."""
+    error = SettingsError("games", f"{SettingsError.FIELD} and "
+                                   f"{SettingsError.mention('rounds')} exclude each other")
+    assert str(error) == "games and rounds exclude each other"
+    assert error.mentioned == ("rounds",)
+    assert error_text(error) == "--games and --rounds exclude each other"
+    assert error.naming("x", str.upper) == "x and ROUNDS exclude each other"
+    only_others = SettingsError("control", f"give {SettingsError.mention('control.byoyomi')} MS")
+    assert (str(only_others), error_text(only_others)) == ("give control.byoyomi MS",
+                                                           "give --byoyomi MS")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.field, copy.message, str(copy)) == (error.field, error.message, str(error))
+    nested = SettingsError("min_ply", f"{SettingsError.FIELD} 5 is above "
+                                      f"{SettingsError.mention('max_ply')} 3").within("selection")
+    assert nested.field == "selection.min_ply"
+    assert str(nested) == "selection.min_ply 5 is above selection.max_ply 3"
+    assert error_text(nested) == "--min-ply 5 is above --max-ply 3"
+    assert str(SettingsError("workers", "must be at least 1").within("grow")) == \
+        "grow.workers must be at least 1"
+
+
 @pytest.mark.parametrize("field, flag", [
     ("draws.black", "--draw-value-black"), ("draws.white", "--draw-value-white"),
     ("workers", "--workers"), ("mcts.batch_size", "--batch-size"),
@@ -221,39 +245,6 @@ def test_a_settings_error_can_name_its_field_inside_the_message():
     assert error_text(SettingsError("format", "x.db: empty file, format unknown (use "
                                               f"{SettingsError.FIELD})")) == \
         "x.db: empty file, format unknown (use --format)"
-
-
-def test_a_settings_error_can_name_other_fields_too():
-    other = SettingsError.mention
-    error = SettingsError("engine.options", f"{SettingsError.FIELD} and "
-                                            f"{other('engine.limits.byoyomi_ms')} apply to usi: "
-                                            f"{other('workers')} engines only")
-    assert str(error) == ("engine.options and engine.limits.byoyomi_ms apply to usi: workers "
-                          "engines only")
-    assert error_text(error) == "--engine-option and --byoyomi apply to usi: --workers engines only"
-    assert error.naming("x", str.upper) == "x and ENGINE.LIMITS.BYOYOMI_MS apply to usi: " \
-                                           "WORKERS engines only"
-    copy = pickle.loads(pickle.dumps(error))
-    assert error_text(copy) == error_text(error)
-
-
-def test_a_settings_error_can_mention_other_fields():
-    """Each mentioned field is named as the error's own: its dotted name in the library,
-    its flag on the command line; a message naming any field gets none in front."""
-    error = SettingsError("output.append", f"{SettingsError.FIELD} and "
-                                           f"{SettingsError.mention('replace_output')} "
-                                           "exclude each other")
-    assert str(error) == "output.append and replace_output exclude each other"
-    assert error.mentioned == ("replace_output",)
-    assert error_text(error) == "--append and --force exclude each other"
-    only_others = SettingsError("walk.color", "a color and "
-                                f"{SettingsError.mention('walk.eval_threshold_cp')} "
-                                "exclude each other")
-    assert str(only_others) == "a color and walk.eval_threshold_cp exclude each other"
-    assert error_text(only_others) == "a color and --eval-threshold exclude each other"
-    copy = pickle.loads(pickle.dumps(error))
-    assert (copy.field, copy.message, error_text(copy)) == (error.field, error.message,
-                                                            error_text(error))
 
 
 def test_import_settings_params_and_checks(tmp_path):

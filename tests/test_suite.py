@@ -7,8 +7,19 @@ import sqlite3
 from collections import Counter
 
 import cshogi
+import pytest
 
+from bookgen.analysis.suites import (
+    BookSuiteSettings,
+    SuiteSelection,
+    SuiteSummary,
+    make_suite,
+    parse_plies,
+)
+from bookgen.cli.support import error_text
+from bookgen.errors import SettingsError
 from bookgen.grow import grow
+from bookgen.store import ValueColumn
 from conftest import ROOT, run_cli, small_grow
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
@@ -97,3 +108,52 @@ def test_a_book_suite_with_no_position_is_an_error_that_says_why(tmp_path):
                      "--max-ply", "5", expect=2)
     assert "no position qualified" in result.stderr and "|value| over 0" in result.stderr
     assert not out.exists()
+
+
+def test_the_library_takes_settings_and_gives_the_summary_the_cli_prints(tmp_path):
+    """make_suite(book, out, BookSuiteSettings) returns a SuiteSummary whose as_dict()
+    is the --json, key for key and in order, and writes the same file."""
+    book = ROOT / "data" / "sample.db"
+    imported = tmp_path / "book.sqlite"
+    run_cli("import", "-b", imported, book)
+    settings = BookSuiteSettings(SuiteSelection(max_value_cp=150, plies=(6, 2, 4, 6),
+                                                per_line_cap=2, cap_plies=2, seed=4),
+                                 ValueColumn.RAW)
+    assert settings.selection.plies == (2, 4, 6)
+    summary = make_suite(imported, tmp_path / "lib.txt", settings)
+    assert isinstance(summary, SuiteSummary) and summary.positions > 0
+    printed = run_cli("suite", "-b", imported, "-o", tmp_path / "cli.txt", "--max-value", "150",
+                      "--plies", "6,2,4,6", "--per-line-cap", "2", "--cap-plies", "2",
+                      "--seed", "4", "--json").stdout
+    expected = json.loads(printed)
+    expected["file"] = str(tmp_path / "lib.txt")
+    assert list(summary.as_dict().items()) == list(expected.items())
+    assert (tmp_path / "lib.txt").read_bytes() == (tmp_path / "cli.txt").read_bytes()
+
+
+@pytest.mark.parametrize("make, field, library, cli", [
+    (lambda: SuiteSelection(min_ply=5, max_ply=3), "selection.min_ply",
+     "selection.min_ply 5 is above selection.max_ply 3", "--min-ply 5 is above --max-ply 3"),
+    (lambda: SuiteSelection(plies=()), "selection.plies", "selection.plies is empty",
+     "--plies is empty"),
+    (lambda: SuiteSelection(max_value_cp=-1), "selection.max_value_cp",
+     "selection.max_value_cp must be at least 0", "--max-value must be at least 0"),
+    (lambda: SuiteSelection(per_line_cap=0), "selection.per_line_cap",
+     "selection.per_line_cap must be at least 1", "--per-line-cap must be at least 1"),
+    (lambda: parse_plies("3,x"), "selection.plies",
+     "selection.plies '3,x': 'x' is not a ply number (1 or more)",
+     "--plies '3,x': 'x' is not a ply number (1 or more)"),
+    (lambda: BookSuiteSettings(values="best"), "values",  # type: ignore[arg-type]
+     "values must be raw or minimax, not 'best'", "--values must be raw or minimax, not 'best'"),
+])
+def test_suite_settings_name_their_fields(make, field, library, cli):
+    with pytest.raises(SettingsError) as caught:
+        make()
+    assert (caught.value.field, str(caught.value), error_text(caught.value)) == \
+        (field, library, cli)
+
+
+def test_the_cli_still_names_the_flags(tmp_path):
+    result = run_cli("suite", "-b", tmp_path / "none.sqlite", "-o", tmp_path / "s.txt",
+                     "--min-ply", "5", "--max-ply", "3", expect=2)
+    assert result.stderr == "bookgen: error: --min-ply 5 is above --max-ply 3\n"

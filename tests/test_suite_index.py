@@ -15,7 +15,6 @@ import shutil
 import sqlite3
 import tempfile
 from collections import deque
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +25,11 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from bookgen.analysis import suites
 from bookgen.analysis.suites import (
     REPETITION_PLIES,
+    BookSuiteSettings,
     SuiteLine,
+    SuiteSelection,
+    SuiteSummary,
     make_suite,
-    ply_filter,
     write_suite,
 )
 from bookgen.bookfiles.importer import import_books
@@ -84,13 +85,11 @@ def _old_repeats_along_best(board: cshogi.Board, book: dict[str, list[tuple[int,
             board.pop()
 
 
-def old_make_suite(out: Path, book: Path, *, max_value: int = 100, min_ply: int = 1,
-                   max_ply: int = 1000, plies: Collection[int] | None = None,
-                   values: str = "raw", limit: int | None = None,
-                   per_line_cap: int | None = None, cap_plies: int = 4,
-                   seed: int = 0) -> dict[str, Any]:
-    wanted, last_ply = ply_filter(min_ply, max_ply, plies)
-    entries = _old_load(book, values)
+def old_make_suite(book: Path, out: Path, settings: BookSuiteSettings) -> SuiteSummary:
+    selection = settings.selection
+    max_value = selection.max_value_cp
+    wanted, last_ply = selection.wanted_plies()
+    entries = _old_load(book, settings.values)
     if START not in entries:
         raise BookgenError(f"{book}: the initial position has no book moves")
     kept: list[SuiteLine] = []
@@ -132,16 +131,23 @@ def old_make_suite(out: Path, book: Path, *, max_value: int = 100, min_ply: int 
         raise BookgenError(f"no position qualified, {out} not written: {reached} book "
                            f"positions reached from the initial position"
                            + (f", left out: {left_out}" if left_out else ""))
-    return write_suite(out, kept, limit=limit, per_line_cap=per_line_cap,
-                       cap_plies=cap_plies, seed=seed)
+    return write_suite(out, kept, selection)
 
 
 # ---------------------------------------------------------------- the comparison
 
 
+def settings_of(options: dict[str, Any]) -> BookSuiteSettings:
+    """The settings of ``options``: ``values`` and the selection's fields, with
+    ``max_value`` for ``max_value_cp``."""
+    selection = {("max_value_cp" if key == "max_value" else key): value
+                 for key, value in options.items() if key != "values"}
+    return BookSuiteSettings(SuiteSelection(**selection), values=options.get("values", "raw"))
+
+
 def run(suite: Any, out: Path, book: Path, options: dict[str, Any]) -> tuple[Any, bytes | None]:
     try:
-        summary = suite(out, book, **options)
+        summary = suite(book, out, settings_of(options))
     except BookgenError as error:
         return ("error", str(error)), None
     data = out.read_bytes()
@@ -271,8 +277,9 @@ def test_the_generated_books_cover_every_outcome(monkeypatch):
             conn.close()
             for max_value in (150, 10):
                 try:
-                    summary = make_suite(where / "suite.txt", book, max_value=max_value)
-                    outcomes["written"] += summary["positions"] > 0
+                    summary = make_suite(book, where / "suite.txt",
+                                         BookSuiteSettings(SuiteSelection(max_value_cp=max_value)))
+                    outcomes["written"] += summary.positions > 0
                 except BookgenError:
                     outcomes["error"] += 1
 

@@ -14,8 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cshogi
+import pytest
 from cshogi import CSA, KIF
 
+from bookgen.analysis.record_suites import (
+    RecordSuiteSettings,
+    RecordSuiteSummary,
+    make_suite_from_records,
+)
+from bookgen.analysis.suites import SuiteSelection
+from bookgen.cli.support import error_text
+from bookgen.errors import SettingsError
 from bookgen.formats.records import csa_value, kif_value
 from conftest import DB2016_HEADER, key_of, run_cli
 
@@ -566,3 +575,65 @@ def test_book_suite_plies_and_value_summary(tmp_path):
     assert summary["by_value"] == {"0..49": 2}
     result = suite("-b", book, "-o", out)
     assert "by value {-100..-51: 1, 0..49: 2}" in result.stdout
+
+
+# -- the library: settings in, a typed summary out, errors naming the settings --------------
+
+
+def test_the_library_gives_the_summary_the_cli_prints(tmp_path):
+    root = tmp_path / "records"
+    root.mkdir()
+    write_bad_records(root, random.Random(2))
+    settings = RecordSuiteSettings(SuiteSelection(plies=(3, 10)), min_moves=20)
+    skipped: list[str] = []
+    summary = make_suite_from_records([root], tmp_path / "lib.txt", settings,
+                                      on_bad=skipped.append)
+    assert isinstance(summary, RecordSuiteSummary)
+    assert summary.records.skipped == len(skipped) == len(summary.bad_records) > 0
+    printed = json.loads(suite("--from-records", root, "-o", tmp_path / "cli.txt",
+                               "--min-moves", "20", "--plies", "3,10", "--json").stdout)
+    printed["file"] = str(tmp_path / "lib.txt")
+    assert list(summary.as_dict().items()) == list(printed.items())
+    assert (tmp_path / "lib.txt").read_bytes() == (tmp_path / "cli.txt").read_bytes()
+
+
+def test_library_errors_name_the_settings_and_the_cli_its_flags(tmp_path):
+    rng = random.Random(5)
+    short = [random_game(rng, 20) for _ in range(2)]
+    rated = random_game(rng, 60, ratings=(3900.0, 3900.0), values=(None,))
+    rated.values[10] = 500   # ply 11: beyond the bound; ply 21 has no value
+    write_csa(tmp_path / "r" / "games.csa", *short, rated)
+    out = tmp_path / "suite.txt"
+    settings = RecordSuiteSettings(SuiteSelection(plies=(11, 21)), min_moves=40,
+                                   min_rating=3800)
+    with pytest.raises(SettingsError) as caught:
+        make_suite_from_records([tmp_path / "r"], out, settings)
+    assert str(caught.value) == (
+        f"no position qualified, {out} not written: 1 file, 3 games read; games left out: "
+        "2 shorter than min_moves 40; 1 games used; their positions at the selected plies: "
+        "1 without a recorded evaluation (see ignore_values), 1 beyond "
+        "selection.max_value_cp 100")
+    cli = suite("--from-records", tmp_path / "r", "-o", out, "--plies", "11,21",
+                "--min-moves", "40", "--min-rating", "3800", expect=2)
+    assert cli.stderr == f"bookgen: error: {error_text(caught.value)}\n"
+    assert "shorter than --min-moves 40" in cli.stderr and "--max-value 100" in cli.stderr
+    # --strict: the record's reason, then the setting (the CLI: its flag).
+    (tmp_path / "r" / "bad.csa").write_text("V2.2\nPI\n+\n+9999FU\n")
+    with pytest.raises(SettingsError) as caught:
+        make_suite_from_records([tmp_path / "r"], out, RecordSuiteSettings(strict=True))
+    assert caught.value.field == "strict" and str(caught.value).endswith(" (strict)")
+    assert error_text(caught.value).endswith(" (--strict)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fields, library, cli", [
+    ({"allow_unrated": True}, "allow_unrated only applies with min_rating",
+     "--allow-unrated only applies with --min-rating"),
+    ({"max_line_value_cp": -1}, "max_line_value_cp must be at least 0",
+     "--max-line-value must be at least 0"),
+    ({"min_moves": -1}, "min_moves must be at least 0", "--min-moves must be at least 0"),
+])
+def test_record_suite_settings_name_their_fields(fields, library, cli):
+    with pytest.raises(SettingsError) as caught:
+        RecordSuiteSettings(**fields)
+    assert (str(caught.value), error_text(caught.value)) == (library, cli)

@@ -20,10 +20,11 @@ from click.core import ParameterSource
 
 from bookgen.cli.options import book_option, json_option, output_option, seed_option
 from bookgen.cli.support import echo_json, exit_if_interrupted, reports_errors
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.extras import require_extra
 
 if TYPE_CHECKING:
+    from bookgen.analysis.suites import SuiteSummary
     from bookgen.engines.player_settings import PlayerSettings
 
 RESULTS_ARGUMENT = click.argument("results", nargs=-1, required=True,
@@ -117,7 +118,12 @@ def suite_command(more_records: tuple[str, ...], book: str, records: tuple[str, 
     view, as for book suites. Bad records are reported on stderr as
     FILE: reason and skipped (--strict: exit 2).
     """
-    from bookgen.analysis.suites import make_suite, parse_plies
+    from bookgen.analysis.suites import (
+        BookSuiteSettings,
+        SuiteSelection,
+        make_suite,
+        parse_plies,
+    )
 
     ply_list = parse_plies(plies) if plies is not None else None
     if ply_list is not None and (_given("min_ply") or _given("max_ply")):
@@ -129,8 +135,6 @@ def suite_command(more_records: tuple[str, ...], book: str, records: tuple[str, 
         if ignore_values and (_given("max_value") or _given("max_line_value")):
             raise BookgenError("--ignore-values takes positions whatever their evaluation: "
                                "it cannot go with --max-value or --max-line-value")
-        if allow_unrated and min_rating is None:
-            raise BookgenError("--allow-unrated only applies with --min-rating")
     else:
         if more_records:
             raise BookgenError(f"{more_records[0]}: record paths need --from-records")
@@ -138,38 +142,43 @@ def suite_command(more_records: tuple[str, ...], book: str, records: tuple[str, 
             if _given(name):
                 raise BookgenError(f"{flag} is for suites from game records (--from-records)")
 
+    selection = SuiteSelection(max_value_cp=max_value, min_ply=min_ply, max_ply=max_ply,
+                               plies=ply_list, per_line_cap=per_line_cap, cap_plies=cap_plies,
+                               limit=limit, seed=seed)
+    summary: SuiteSummary
     if not records:
-        summary = make_suite(output, book, max_value=max_value, min_ply=min_ply,
-                             max_ply=max_ply, plies=ply_list, values=values, limit=limit,
-                             per_line_cap=per_line_cap, cap_plies=cap_plies, seed=seed)
-    else:
-        from bookgen.analysis.record_suites import make_suite_from_records
+        from bookgen.store import ValueColumn
 
+        summary = make_suite(book, output, BookSuiteSettings(selection, ValueColumn(values)))
+    else:
+        from bookgen.analysis.record_suites import RecordSuiteSettings, make_suite_from_records
+
+        settings = RecordSuiteSettings(
+            selection, min_moves=min_moves, min_rating=min_rating, allow_unrated=allow_unrated,
+            ignore_values=ignore_values, max_line_value_cp=max_line_value, strict=strict)
         summary = make_suite_from_records(
-            output, [*records, *more_records], max_value=max_value, min_ply=min_ply,
-            max_ply=max_ply, plies=ply_list, min_moves=min_moves, min_rating=min_rating,
-            allow_unrated=allow_unrated, ignore_values=ignore_values,
-            max_line_value=max_line_value, limit=limit, per_line_cap=per_line_cap,
-            cap_plies=cap_plies, seed=seed, strict=strict,
+            [*records, *more_records], output, settings,
             on_bad=lambda message: click.echo(f"bookgen: skipped {message}", err=True))
     _print_summary(summary, as_json)
 
 
-def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+def _print_summary(summary: SuiteSummary, as_json: bool) -> None:
+    from bookgen.analysis.record_suites import RecordSuiteSummary
+
     if as_json:
-        echo_json(summary, ensure_ascii=False)
+        echo_json(summary.as_dict(), ensure_ascii=False)
         return
-    click.echo(f"{summary['file']}: {summary['positions']} positions; "
-               f"by ply {_counts(summary['by_ply'])}; by value {_counts(summary['by_value'])}")
-    if "records" in summary:
-        records, games = summary["records"], summary["games"]
-        click.echo(f"records: {records['files']} files, {records['read']} games read, "
-                   f"{records['skipped']} skipped as bad; games used: {games['used']} "
-                   f"({games['with_positions']} with positions; left out: "
-                   f"{games['too_short']} too short, {games['unrated']} unrated, "
-                   f"{games['below_min_rating']} below --min-rating); "
-                   f"{summary['candidates']} positions found, "
-                   f"{summary['duplicates']} duplicates")
+    click.echo(f"{summary.file}: {summary.positions} positions; "
+               f"by ply {_counts(summary.by_ply)}; by value {_counts(summary.by_value)}")
+    if isinstance(summary, RecordSuiteSummary):
+        records, games = summary.records, summary.games
+        click.echo(f"records: {records.files} files, {records.read} games read, "
+                   f"{records.skipped} skipped as bad; games used: {games.used} "
+                   f"({games.with_positions} with positions; left out: "
+                   f"{games.too_short} too short, {games.unrated} unrated, "
+                   f"{games.below_min_rating} below --min-rating); "
+                   f"{summary.candidates} positions found, "
+                   f"{summary.duplicates} duplicates")
 
 
 def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
@@ -284,8 +293,9 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
           --engine gps=usi:/usr/games/gpsusi --option gps:BookDepth=0 \\
           --openings suite.txt --byoyomi 1000 --games 20 -o results.sqlite
     """
-    from bookgen.analysis.match import run_match
+    from bookgen.analysis.match import MatchSettings, run_match
     from bookgen.play.clock import TimeControl
+    from bookgen.play.loop import GameRules
 
     players = parse_players(engines, builtins, options)
     fmt = fmt or ("pairs" if len(players) == 2 else "round-robin")
@@ -302,11 +312,12 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
         note = "" if test.named else (f" (the first player; name another with --sprt "
                                       f"{test.opponent}:{sprt})")
         click.echo(f"bookgen: {test.describe()}{note}", err=True)
-    summary = run_match(players, openings, results, fmt=fmt, games=games, rounds=rounds,
-                        control=control, max_ply=max_ply, resign=resign,
-                        resign_moves=resign_moves, declaration_rule=declaration_rule,
-                        concurrency=concurrency, pgn=pgn, csa_dir=csa_dir, seed=seed,
-                        sprt=test, progress=not quiet)
+    settings = MatchSettings(
+        control=control, rules=GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
+                                         resign_cp=resign, resign_moves=resign_moves),
+        format=fmt, games=games, rounds=rounds, concurrency=concurrency, seed=seed, pgn=pgn,
+        csa_dir=csa_dir, sprt=test)
+    summary = run_match(players, openings, results, settings, progress=not quiet)
     if as_json:
         echo_json(summary.as_dict())
         exit_if_interrupted(summary.interrupted, "rerun the same command to play the "
@@ -506,12 +517,18 @@ def sprt_command(results: tuple[str, ...], engine: str, opponent: str, elo0: flo
     says how many); with --trinomial, or without any complete pair, every
     game counts on its own.
     """
-    from bookgen.analysis.pairstats import sprt
+    from bookgen.analysis.pairstats import SprtSettings, sprt
     from bookgen.analysis.results import load_games
 
     games = load_games(results)
-    result = sprt(games, engine, opponent, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
-                  model=model, trinomial=trinomial)
+    try:
+        settings = SprtSettings(elo0, elo1, alpha=alpha, beta=beta, model=model,
+                                trinomial=trinomial)
+    except SettingsError as error:
+        # sprt's texts have always named these settings as the library does
+        # ("elo0 (5) must be below elo1 (0)", "alpha must be in (0, 1), ...").
+        raise BookgenError(str(error)) from None
+    result = sprt(games, engine, opponent, settings)
     if as_json:
         echo_json(result.as_json())
     else:

@@ -63,6 +63,10 @@ FIELD_FLAGS = {
     **{f"players.{side}.{field}": flag for side in ("black", "white") for field, flag in (
         ("limits.byoyomi_ms", "--byoyomi"), ("limits.movetime_ms", "--movetime"),
         ("engine_timeout_s", "--engine-timeout"))},
+    "max_line_value_cp": "--max-line-value",
+    "sprt.settings.alpha": "--sprt-alpha",
+    "sprt.settings.beta": "--sprt-beta",
+    "sprt.settings.model": "--sprt-model",
 }
 
 

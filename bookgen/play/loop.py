@@ -35,8 +35,9 @@ import cshogi
 import numpy as np
 
 from bookgen.engines.protocols import MoveChoice, Player, PlayerFailure
+from bookgen.errors import SettingsError
 from bookgen.play.clock import ClockState, TimeControl
-from bookgen.play.rules import GameState, Outcome, Reason
+from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason
 from bookgen.timestamps import utc_now
 
 __all__ = ["GameRules", "PlayedGame", "play_game"]
@@ -50,13 +51,25 @@ class GameRules:
     opening moves of a ``startpos moves ...`` start included; a start given
     as a board or sfen counts from its move number). ``declaration_rule``:
     ``"27"`` or ``"24"``. ``resign_cp`` (None: off) and ``resign_moves``:
-    score adjudication.
+    score adjudication. Checked when made (:class:`bookgen.errors.SettingsError`
+    names the field as nested settings hold it: ``rules.max_ply``).
     """
 
     max_ply: int = 320
     declaration_rule: str = "27"
     resign_cp: int | None = None
     resign_moves: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("max_ply", "resign_moves"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"rules.{name}", "must be at least 1")
+        if self.resign_cp is not None and self.resign_cp <= 0:
+            raise SettingsError("rules.resign_cp", "must be a positive number of centipawns")
+        if self.declaration_rule not in DECLARATION_RULES:
+            raise SettingsError("rules.declaration_rule",
+                                f"must be {' or '.join(DECLARATION_RULES)}, "
+                                f"not {self.declaration_rule!r}")
 
 
 @dataclass
