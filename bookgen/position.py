@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import cshogi
+import numpy as np
 
 from bookgen.errors import BookgenError
 
@@ -273,3 +275,147 @@ def parse_position_spec(text: str) -> tuple[cshogi.Board, list[str]]:
 def board_key(board: cshogi.Board) -> str:
     """The normalised sfen (no move number) of a cshogi board."""
     return board.sfen().rsplit(" ", 1)[0]
+
+
+# -- the same checks on many positions at once ---------------------------------------------
+#
+# Readers of large files screen their positions here in bulk: a position passes when the
+# checks of _check_text and check_board pass and its text is already in normal form (the
+# sfen cshogi writes); it then needs only cshogi's set_sfen and the check of the side not
+# to move. Any other position goes through parse_sfen, which says what is wrong. Boards
+# are checked rank by rank: books repeat the same few thousand ranks, each checked once.
+
+_HAND_ORDER = "RBGSNLPrbgsnlp"      # the order of the pieces in hand in cshogi's sfens
+_RANK_PIECES = re.compile(r"\+[PLNSBRplnsbr]|[PLNSGBRKplnsgbrk]|[1-9]")
+_COUNT_BITS = 7     # per kind in a rank's summed counts (9 ranks of 9 squares fit)
+_KINDS = "PLNSGBR"  # PIECE_LIMITS' kinds; then the black king, the white king
+
+
+class _Ranks(dict[bytes, int]):
+    """Rank text -> row of :attr:`counts` and :attr:`flags` (row 0: not a valid rank
+    in normal form). ``counts``: pieces of each kind (P L N S G B R, black king, white
+    king) in 7-bit fields, to be summed over a board; ``flags``: bits 0-3 an
+    unpromoted black pawn or lance, black knight, white pawn or lance, white knight;
+    bits 4-12 the files of black's unpromoted pawns, 13-21 white's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = [0]
+        self.flags = [0]
+
+    def __missing__(self, rank: bytes) -> int:
+        row = self._check(rank.decode("ascii", "replace"))
+        self[rank] = row
+        return row
+
+    def _check(self, rank: str) -> int:
+        tokens = _RANK_PIECES.findall(rank)
+        if "".join(tokens) != rank or any(a.isdigit() and b.isdigit()
+                                          for a, b in zip(tokens, tokens[1:])):
+            return 0
+        counts = flags = 0
+        file = 9
+        for token in tokens:
+            if token.isdigit():
+                file -= int(token)
+                continue
+            letter = token[-1]
+            upper = letter.upper()
+            kind = _KINDS.index(upper) if upper != "K" else (7 if letter == "K" else 8)
+            counts += 1 << (_COUNT_BITS * kind)
+            if len(token) == 1:
+                black = letter.isupper()
+                if upper in "PL":
+                    flags |= 1 if black else 4
+                elif upper == "N":
+                    flags |= 2 if black else 8
+                if upper == "P":
+                    flags |= 1 << ((4 if black else 13) + file - 1)
+            file -= 1
+        if file != 0:
+            return 0
+        self.counts.append(counts)
+        self.flags.append(flags)
+        return len(self.counts) - 1
+
+
+_RANK_TABLE = _Ranks()
+
+
+def screen_boards(boards: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Board fields checked in bulk.
+
+    Returns (ok, kinds): ``ok`` where the field is in normal form (no two digits in a
+    row) and passes every check of :func:`parse_sfen` on the board (syntax, 9 squares a
+    rank, one king a side, no dead piece, no two pawns on a file); ``kinds`` [n, 7]: the
+    pieces of each kind of :data:`PIECE_LIMITS` on the board (promoted ones counted as
+    their base kind), for the limits once the hands are known.
+    """
+    global _RANK_TABLE
+    if len(_RANK_TABLE) > 1 << 16:   # a file of ever new ranks: start again
+        _RANK_TABLE = _Ranks()
+    table = _RANK_TABLE
+    count = len(boards)
+    ok = np.fromiter((board.count(b"/") == 8 for board in boards), dtype=bool, count=count)
+    rows = np.zeros((count, 9), dtype=np.int64)
+    chosen = np.flatnonzero(ok)
+    if len(chosen):
+        ranks = b"/".join([boards[i] for i in chosen.tolist()]).split(b"/")
+        rows[chosen] = np.fromiter(map(table.__getitem__, ranks), dtype=np.int64,
+                                   count=len(ranks)).reshape(-1, 9)
+    ok &= (rows != 0).all(axis=1)
+    counts = np.array(table.counts, dtype=np.int64)[rows]
+    flags = np.array(table.flags, dtype=np.int64)[rows]
+    total = counts.sum(axis=1)
+    fields = (total[:, None] >> (_COUNT_BITS * np.arange(9))) & ((1 << _COUNT_BITS) - 1)
+    ok &= (fields[:, 7] == 1) & (fields[:, 8] == 1)
+    dead = (flags[:, 0] & 3) | (flags[:, 1] & 2) | (flags[:, 7] & 8) | (flags[:, 8] & 12)
+    ok &= dead == 0
+    for shift in (4, 13):
+        files = (flags >> shift) & 0x1FF
+        ok &= files.sum(axis=1) == np.bitwise_or.reduce(files, axis=1)
+    return ok, fields[:, :7]
+
+
+@lru_cache(maxsize=4096)
+def hand_counts(hands: str) -> tuple[int, ...] | None:
+    """The pieces in hand of each kind of :data:`PIECE_LIMITS` (both sides together) of a
+    hands field in normal form (as cshogi writes it), None if it is not in normal form
+    or not valid."""
+    if hands == "-":
+        return (0,) * len(PIECE_LIMITS)
+    try:
+        counts = _parse_hands(hands)
+    except InvalidPosition:
+        return None
+    normal = "".join(("" if counts[letter] == 1 else str(counts[letter])) + letter
+                     for letter in _HAND_ORDER if letter in counts)
+    if normal != hands:
+        return None
+    return tuple(counts.get(letter, 0) + counts.get(letter.lower(), 0)
+                 for letter in PIECE_LIMITS)
+
+
+PIECE_LIMIT_ARRAY = np.array(list(PIECE_LIMITS.values()), dtype=np.int64)
+
+
+def move_rules_hold(move16: np.ndarray, move32: np.ndarray, black: np.ndarray) -> np.ndarray:
+    """:func:`move_is_legal`'s own rules (promotion rights, no piece left unable to
+    move) for arrays of moves that cshogi's ``is_legal`` accepted: ``move16``, the cshogi
+    move (``move32``, which holds the piece moved) and whether black moves."""
+    move = move16.astype(np.int64) & 0xFFFF
+    to, origin, promote = move & 0x7F, move >> 7 & 0x7F, (move >> 14 & 1).astype(bool)
+    drop = origin >= 81
+    piece = move32.astype(np.int64) >> 16 & 0xF
+    kind = np.where(drop, origin - 80, piece)   # drops: P L N S B R G, cshogi's 1..7
+    to_rank, from_rank = to % 9, origin % 9
+
+    def zone(rank: np.ndarray) -> np.ndarray:
+        return np.where(black, rank <= 2, rank >= 6)
+
+    promotion = ((piece >= cshogi.PAWN) & (piece <= cshogi.ROOK)
+                 & (zone(from_rank) | zone(to_rank)))
+    last = np.where(black, 0, 8)
+    stuck = ((((kind == cshogi.PAWN) | (kind == cshogi.LANCE)) & (to_rank == last))
+             | ((kind == cshogi.KNIGHT) & np.where(black, to_rank <= 1, to_rank >= 7)))
+    return np.where(promote & ~drop, promotion, ~stuck)
