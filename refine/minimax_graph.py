@@ -38,7 +38,8 @@ from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.values import MATE_VALUE
 from bookgen.workers.forked import fork_map
 
-__all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph"]
+__all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph",
+           "graph_from_rows"]
 
 KIND_LEAF = 0          # book move whose child is not a book position with moves
 KIND_BOOK_EDGE = 1     # book move into a node
@@ -71,6 +72,7 @@ class MinimaxGraph:
     move: np.ndarray           # S5 [E] USI move
     stored: np.ndarray         # bool [E] a moves row exists (book move, earlier transposition)
     child_linked: np.ndarray   # bool [E] the row's child_id is already set
+    row: np.ndarray            # int64 [E] the book move row of each option, -1 for the others
     stale_transpositions: list[tuple[int, str]]  # transposition rows no longer legal edges
     seconds: float = 0.0
 
@@ -200,9 +202,22 @@ def _unsigned(zobrist: np.ndarray) -> np.ndarray:
 
 def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     """Read ``book`` and find all its edges, transpositions included."""
-    global _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
     started = time.perf_counter()
     position_ids, sfens, zobrists, turn, move_rows = _read_book(book)
+    return graph_from_rows(position_ids, sfens, zobrists, turn, move_rows, workers, started)
+
+
+def graph_from_rows(position_ids: np.ndarray, sfens: list[str], zobrists: np.ndarray,
+                    turn: np.ndarray, move_rows: dict[str, np.ndarray],
+                    workers: int | None = None, started: float | None = None) -> MinimaxGraph:
+    """The graph of nodes (``position_ids``, ascending; ``sfens`` normalised; unsigned
+    ``zobrists``; ``turn``) and their moves rows ordered by node (``source`` node index,
+    ``move`` USI ``S5``, ``value`` clamped to +-MATE_VALUE with 0 for none, ``count``,
+    ``linked``: the row's child is linked, ``earlier``: a transposition row of an
+    earlier refine), whether they come from a book or from a file; finds every legal
+    edge between the nodes. ``started``: when the reading began (for ``seconds``)."""
+    global _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
+    started = time.perf_counter() if started is None else started
     count = len(sfens)
 
     index: dict[int, int] = {}
@@ -258,6 +273,7 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     moves = np.concatenate([move_rows["move"][real], hit_move[extra]])
     stored_mask = np.concatenate([np.ones(n_book, dtype=bool), tr_stored])
     linked = np.concatenate([move_rows["linked"][real], tr_linked])
+    rows = np.concatenate([np.flatnonzero(real), np.full(n_extra, -1, dtype=np.int64)])
     del move_rows
 
     order = np.argsort(source, kind="stable")
@@ -267,4 +283,4 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
         position_ids=position_ids, turn=turn, in_check=in_check, indptr=indptr,
         target=target[order], kind=kind[order], value=value[order], count=counts[order],
         move=moves[order], stored=stored_mask[order], child_linked=linked[order],
-        stale_transpositions=stale, seconds=time.perf_counter() - started)
+        row=rows[order], stale_transpositions=stale, seconds=time.perf_counter() - started)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_output
 from bookgen.formats.apery import export_records
-from bookgen.formats.db2016 import write_db2016
+from bookgen.formats.db2016 import usi_names, write_db2016
 from bookgen.formats.policy import write_policy_book
 from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
@@ -106,6 +107,17 @@ def _value(m: BookMove) -> int:
     return m.value
 
 
+@cache
+def usi_rank() -> np.ndarray:
+    """int32 [65536]: the place of each ``move16``'s USI text among all of them in
+    byte order (the order :func:`minimax_moves` breaks ties by)."""
+    names = usi_names()
+    moves = [m for m in range(1 << 16) if names[m] is not None]
+    rank = np.zeros(1 << 16, dtype=np.int32)
+    rank[sorted(moves, key=names.__getitem__)] = np.arange(len(moves), dtype=np.int32)
+    return rank
+
+
 def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
     """Moves with minimax values for writing, best first; ``draw`` is the mover's draw
     value in cp. Best: highest value, then (refine's rule) the shorter line when the
@@ -124,6 +136,35 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
             for m in ordered if m is not chosen]
     rest.sort(key=lambda m: (-_value(m), -m.count, m.move))
     return [chosen, *rest]
+
+
+def minimax_order(indptr: np.ndarray, move16: np.ndarray, value: np.ndarray,
+                  depth: np.ndarray, count: np.ndarray, draw: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`minimax_moves` for many positions at once: the moves of position ``i`` are
+    ``indptr[i]:indptr[i + 1]`` of ``move16`` (cshogi's), ``value``, ``depth`` (-1 for
+    None: a line ending in repetition) and ``count``; ``draw[i]`` is its mover's draw
+    value in cp. Returns (the moves in writing order, as indices; the value each is
+    written with)."""
+    positions = len(indptr) - 1
+    rank = usi_rank()[move16.astype(np.int64) & 0xFFFF]
+    value = value.astype(np.int64)
+    depth = depth.astype(np.int64)
+    count = count.astype(np.int64)
+    owner = np.repeat(np.arange(positions), np.diff(indptr))
+    endless = depth < 0
+    line = np.where(endless, np.iinfo(np.int64).max, depth)     # None: infinitely long
+    line = np.where(value >= draw[owner], -line, line)
+    ranked = np.lexsort((rank, -count, -line, -value, owner))
+    chosen = np.zeros(len(value), dtype=bool)
+    chosen[ranked[indptr[:-1][np.diff(indptr) > 0]]] = True
+    best_value = np.zeros(positions, dtype=np.int64)
+    best_depth = np.zeros(positions, dtype=np.int64)
+    best_value[owner[chosen]] = value[chosen]
+    best_depth[owner[chosen]] = depth[chosen]
+    tie = ~chosen & (value == best_value[owner]) & (depth != best_depth[owner])
+    written = np.where(tie, value - 1, value)
+    return np.lexsort((rank, -count, -written, ~chosen, owner)), written
 
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:

@@ -1,0 +1,244 @@
+"""``bookgen refine minimax --in BOOK.db --out REFINED.db``: minimax from file to file.
+
+:func:`refine_minimax_file` reads a DB2016 file (:func:`bookgen.formats.db2016.read_db2016`:
+the same validation and diagnostics as ``bookgen import``), merges duplicate
+positions and moves as the book does (the minimum ply; a move read again
+replaces the earlier one if it was searched deeper, or as deep with a greater
+count), builds the graph the book's refine builds
+(:func:`bookgen.refine.minimax_graph.graph_from_rows`), solves it
+(:func:`bookgen.refine.minimax.solve`) and writes the values as ``export
+--values minimax`` writes a refined book (:func:`bookgen.bookfiles.exporter.minimax_order`):
+blocks sorted by sfen, best move first, peta_shock's rule for ties, legal moves
+into book positions that the file does not hold written with count 0 and no
+ponder. The output is byte for byte that of ``import`` + ``refine minimax`` +
+``export --values minimax`` of the same file, without a SQLite book; it is
+written whole or not at all (:func:`bookgen.files.atomic_output`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bookgen.arrays import ranges
+from bookgen.bookfiles.exporter import minimax_order
+from bookgen.diagnostics import Diagnostics
+from bookgen.errors import BookgenError, SettingsError
+from bookgen.files import atomic_output, check_output
+from bookgen.formats import detect_format
+from bookgen.formats.db2016 import NONE, Db2016Block, read_db2016, usi_names, write_db2016_columns
+from bookgen.refine.minimax import MinimaxSettings, peak_memory_mb, solve
+from bookgen.refine.minimax_graph import graph_from_rows
+from bookgen.refine.retrograde import DEPTH_INF
+from bookgen.signals import fault_point
+from bookgen.values import MATE_VALUE
+
+__all__ = ["OUTPUT_FORMATS", "MinimaxFileSeconds", "MinimaxFileSummary", "refine_minimax_file"]
+
+OUTPUT_FORMATS = {".db": "db2016"}
+_WRITE_ROWS = 1 << 15      # positions formatted and written at a time
+
+
+@dataclass(frozen=True)
+class MinimaxFileSeconds:
+    """Where the time of a file-to-file run went."""
+
+    read: float
+    graph: float
+    propagate: float
+    write: float
+    total: float
+
+
+@dataclass(frozen=True)
+class MinimaxFileSummary:
+    """What a file-to-file run did. ``counts``: what was read (``positions_read``,
+    ``moves_read``, ``problems``), the graph's and the method's counts (as
+    :class:`bookgen.refine.minimax.MinimaxSummary`'s), then what was written
+    (``positions_written``, ``moves_written``, of them ``transposition_moves``)."""
+
+    source: str
+    out: str
+    format: str
+    settings: MinimaxSettings
+    counts: Mapping[str, Any]
+    seconds: MinimaxFileSeconds
+    peak_memory_mb: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` output: files, method, draw values, counts, seconds, memory."""
+        return {"in": self.source, "out": self.out, "format": self.format,
+                "method": self.settings.method, **self.settings.params(), **self.counts,
+                "seconds": asdict(self.seconds), "peak_memory_mb": self.peak_memory_mb}
+
+
+@dataclass
+class _FileBook:
+    """The file's positions with moves (the graph's nodes, in order of first
+    appearance) and their moves after merging."""
+
+    sfens: list[str]
+    ply: np.ndarray          # int64 [N] 0: none
+    zobrist: np.ndarray      # uint64 [N]
+    turn: np.ndarray         # int8 [N]
+    source: np.ndarray       # int64 [M] node of each move, ascending
+    move: np.ndarray         # uint16 [M]
+    ponder: np.ndarray       # uint16 [M]
+    value: np.ndarray        # int64 [M] NONE: none
+    count: np.ndarray        # int64 [M]
+
+
+def _merge(blocks: list[Db2016Block]) -> _FileBook:
+    """The positions and moves of ``blocks`` merged as an import into an empty book
+    merges them (:class:`bookgen.store.BulkWriter`), keeping the positions with moves."""
+    sfens = [sfen for block in blocks for sfen in block.sfen]
+    index: dict[str, int] = {}
+    setdefault = index.setdefault
+    position = np.fromiter((setdefault(sfen, len(index)) for sfen in sfens), dtype=np.int64,
+                           count=len(sfens))
+    unique = len(index)
+    del index
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(block, name) for block in blocks])
+
+    offsets = np.cumsum([0] + [len(block) for block in blocks])
+    file_ply = joined("ply")
+    unknown = np.iinfo(np.int64).max
+    ply = np.full(unique, unknown, dtype=np.int64)
+    np.minimum.at(ply, position, np.where(file_ply > 0, file_ply, unknown))
+    ply[ply == unknown] = 0
+    first = np.full(unique, len(sfens), dtype=np.int64)
+    np.minimum.at(first, position, np.arange(len(sfens)))
+    owner = position[np.concatenate([block.position + offset
+                                     for block, offset in zip(blocks, offsets.tolist())])]
+    move, depth, count = joined("move"), joined("depth"), joined("count")
+    # One row per (position, move): the deepest, then the most counted, then the first.
+    deep = np.where(depth == NONE, -1, depth)
+    order = np.lexsort((np.arange(len(move)), -count, -deep, move, owner))
+    key = owner[order] << 16 | move[order]
+    keep = order[np.concatenate(([True], key[1:] != key[:-1]))] if len(key) else order
+    has_moves = np.zeros(unique, dtype=bool)
+    has_moves[owner[keep]] = True
+    nodes = np.flatnonzero(has_moves)
+    node_of = np.full(unique, -1, dtype=np.int64)
+    node_of[nodes] = np.arange(len(nodes))
+    node_sfens = [sfens[i] for i in first[nodes].tolist()]
+    del sfens
+    return _FileBook(node_sfens, ply[nodes], joined("zobrist")[first[nodes]],
+                     joined("turn")[first[nodes]].astype(np.int8), node_of[owner[keep]],
+                     move[keep], joined("ponder")[keep], joined("value")[keep], count[keep])
+
+
+@cache
+def _usi_table() -> np.ndarray:
+    """S5 [65536]: the USI text of each move16 (empty where none)."""
+    return np.array([(name or "").encode() for name in usi_names().tolist()], dtype="S5")
+
+
+def _usi_s5(move16: np.ndarray) -> np.ndarray:
+    return _usi_table()[move16]
+
+
+def _moves16(usi: np.ndarray) -> np.ndarray:
+    """move16 of USI texts (``S5``)."""
+    table = _usi_table()[: 1 << 15]
+    order = np.argsort(table)
+    return order[np.searchsorted(table[order], usi)].astype(np.uint16)
+
+
+def _check_files(source: Path, out: Path) -> str:
+    if not source.is_file():
+        raise BookgenError(f"{source}: no such file")
+    suffix = out.suffix.lower()
+    if suffix not in OUTPUT_FORMATS:
+        kinds = ", ".join(f"{s} ({f})" for s, f in OUTPUT_FORMATS.items())
+        raise SettingsError("out", f"{out}: {SettingsError.FIELD} must end in {kinds}")
+    check_output(out, protected=[source])
+    if detect_format(source) != "db2016":
+        raise BookgenError(f"{source}: not a DB2016 book; the file-to-file refine reads "
+                           "DB2016 books")
+    return OUTPUT_FORMATS[suffix]
+
+
+def refine_minimax_file(source: str | Path, out: str | Path,
+                        settings: MinimaxSettings | None = None, *,
+                        diagnostics: Diagnostics | None = None) -> MinimaxFileSummary:
+    """Minimax values of the DB2016 book ``source`` written to ``out`` (see the module
+    docstring); returns a summary. Invalid entries are reported to ``diagnostics`` and
+    skipped, as ``bookgen import`` does; a file with no valid position with moves is a
+    :class:`BookgenError` and nothing is written."""
+    started = time.perf_counter()
+    settings = settings if settings is not None else MinimaxSettings()
+    diagnostics = diagnostics if diagnostics is not None else Diagnostics()
+    source, out = Path(source), Path(out)
+    output_format = _check_files(source, out)
+    workers = settings.scan_workers or min(2, os.cpu_count() or 1)
+
+    blocks = list(read_db2016(source, diagnostics, workers=workers))
+    counts: dict[str, Any] = {"positions_read": sum(len(b) for b in blocks),
+                              "moves_read": sum(len(b.move) for b in blocks),
+                              "problems": len(diagnostics)}
+    book = _merge(blocks)
+    del blocks
+    if not book.sfens:
+        first = f" (first: {diagnostics.problems[0]})" if len(diagnostics) else ""
+        raise BookgenError(f"{source}: no valid position with moves{first}; {out} not written")
+    read_seconds = time.perf_counter() - started
+
+    nodes = len(book.sfens)
+    move_rows = {
+        "source": book.source, "move": _usi_s5(book.move),
+        "value": np.clip(np.where(book.value == NONE, 0, book.value), -MATE_VALUE, MATE_VALUE
+                         ).astype(np.int32),
+        "count": book.count, "linked": np.zeros(len(book.move), dtype=bool),
+        "earlier": np.zeros(len(book.move), dtype=bool)}
+    graph = graph_from_rows(np.arange(1, nodes + 1, dtype=np.int64), book.sfens,
+                            book.zobrist, book.turn, move_rows, workers)
+    del move_rows
+    result = solve(graph, settings)
+    fault_point("refine-minimax-file-propagated")
+
+    write_started = time.perf_counter()
+    order = np.array(sorted(range(nodes), key=book.sfens.__getitem__), dtype=np.int64)
+    starts, stops = graph.indptr[order], graph.indptr[order + 1]
+    options = ranges(starts, stops)
+    indptr = np.concatenate(([0], np.cumsum(stops - starts)))
+    row = graph.row[options]
+    move16 = np.where(row >= 0, book.move[np.maximum(row, 0)], 0).astype(np.uint16)
+    transposition = row < 0
+    if transposition.any():
+        move16[transposition] = _moves16(graph.move[options[transposition]])
+    depth = result.option_depth[options].astype(np.int64)
+    depth = np.where(depth >= DEPTH_INF, -1, depth)
+    count = graph.count[options]
+    draws = np.array([settings.draws.cp(0), settings.draws.cp(1)], dtype=np.int64)
+    arranged, written = minimax_order(indptr, move16, result.option_value[options], depth,
+                                      count, draws[graph.turn[order]])
+    ponder = np.where(row >= 0, book.ponder[np.maximum(row, 0)], 0).astype(np.uint16)
+    with atomic_output(out) as temporary, open(temporary, "wb") as handle:
+        positions, moves = write_db2016_columns(
+            handle, [book.sfens[i] for i in order.tolist()], book.ply[order], indptr,
+            move16[arranged], ponder[arranged], written[arranged],
+            np.where(depth[arranged] < 0, NONE, depth[arranged]), count[arranged],
+            rows=_WRITE_ROWS, after_rows=lambda: fault_point("refine-minimax-file-writing"))
+    write_seconds = time.perf_counter() - write_started
+
+    counts.update(graph.counts())
+    counts.update(result.counts)
+    counts.update(positions_written=positions, moves_written=moves,
+                  transposition_moves=int(transposition.sum()))
+    seconds = MinimaxFileSeconds(read=round(read_seconds, 3), graph=round(graph.seconds, 3),
+                                 propagate=round(result.seconds, 3),
+                                 write=round(write_seconds, 3),
+                                 total=round(time.perf_counter() - started, 3))
+    return MinimaxFileSummary(str(source), str(out), output_format, settings, counts, seconds,
+                              round(peak_memory_mb(), 1))
+
