@@ -169,12 +169,13 @@ def _check_files(source: Path, out: Path) -> str:
 
 
 def refine_minimax_file(source: str | Path, out: str | Path,
-                        settings: MinimaxSettings | None = None, *,
+                        settings: MinimaxSettings | None = None, *, strict: bool = False,
                         diagnostics: Diagnostics | None = None) -> MinimaxFileSummary:
     """Minimax values of the DB2016 book ``source`` written to ``out`` (see the module
     docstring); returns a summary. Invalid entries are reported to ``diagnostics`` and
-    skipped, as ``bookgen import`` does; a file with no valid position with moves is a
-    :class:`BookgenError` and nothing is written."""
+    skipped, as ``bookgen import`` does; with ``strict`` any invalid entry is a
+    :class:`SettingsError` of the field ``strict``, and a file with no valid position
+    with moves a :class:`BookgenError`: nothing is written then."""
     started = time.perf_counter()
     settings = settings if settings is not None else MinimaxSettings()
     diagnostics = diagnostics if diagnostics is not None else Diagnostics()
@@ -186,6 +187,10 @@ def refine_minimax_file(source: str | Path, out: str | Path,
     counts: dict[str, Any] = {"positions_read": sum(len(b) for b in blocks),
                               "moves_read": sum(len(b.move) for b in blocks),
                               "problems": len(diagnostics)}
+    if strict and len(diagnostics):
+        raise SettingsError(
+            "strict", f"{len(diagnostics)} invalid entries (first: {diagnostics.problems[0]}); "
+            f"{SettingsError.FIELD}: {out} not written")
     book = _merge(blocks)
     del blocks
     if not book.sfens:

@@ -106,6 +106,8 @@ def format_file_summary(summary: MinimaxFileSummary) -> str:
 @click.option("--out", type=click.Path(dir_okay=False),
               help="With --in: the refined book written, as 'export --values minimax' writes "
                    "a refined book (.db: DB2016).")
+@click.option("--strict", is_flag=True,
+              help="With --in: refuse a file with any invalid entry (nothing written).")
 @draw_value_options("A repetition's worth to black, per mille of a win (dlshogi "
                     "Book_Draw_Value_Black; 500 = 0 cp).")
 @click.option("--method", type=click.Choice(["retrograde", "negascout"]), default="retrograde",
@@ -116,9 +118,9 @@ def format_file_summary(summary: MinimaxFileSummary) -> str:
 @json_option()
 @wait_option
 @reports_errors
-def minimax_command(book: str, source: str | None, out: str | None, draw_value_black: int,
-                    draw_value_white: int, method: str, workers: int | None, as_json: bool,
-                    wait: bool) -> None:
+def minimax_command(book: str, source: str | None, out: str | None, strict: bool,
+                    draw_value_black: int, draw_value_white: int, method: str,
+                    workers: int | None, as_json: bool, wait: bool) -> None:
     """Minimax over the whole book graph, transpositions included.
 
     Every legal move from a book position into a book position is an edge.
@@ -155,12 +157,14 @@ def minimax_command(book: str, source: str | None, out: str | None, draw_value_b
                                "or a book file")
         from bookgen.refine.minimax_file import refine_minimax_file
 
-        file_summary = refine_minimax_file(source, out, settings)
+        file_summary = refine_minimax_file(source, out, settings, strict=strict)
         if as_json:
             echo_json(file_summary.as_dict())
         else:
             click.echo(format_file_summary(file_summary))
         return
+    if strict:
+        raise BookgenError("--strict applies to --in: a SQLite book holds no invalid entries")
     summary = refine_minimax(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())
