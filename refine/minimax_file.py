@@ -233,7 +233,8 @@ def refine_minimax_file(source: str | Path, out: str | Path,
             handle, [book.sfens[i] for i in order.tolist()], book.ply[order], indptr,
             move16[arranged], ponder[arranged], written[arranged],
             np.where(depth[arranged] < 0, NONE, depth[arranged]), count[arranged],
-            rows=_WRITE_ROWS, after_rows=lambda: fault_point("refine-minimax-file-writing"))
+            rows=_WRITE_ROWS, after_rows=lambda: fault_point("refine-minimax-file-writing"),
+            workers=workers)
     write_seconds = time.perf_counter() - write_started
 
     counts.update(graph.counts())

@@ -138,6 +138,11 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
     return [chosen, *rest]
 
 
+def _segment(ufunc: np.ufunc, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``ufunc.reduceat`` over non-empty segments starting at ``starts``."""
+    return ufunc.reduceat(values, starts) if len(values) else values[:0]
+
+
 def minimax_order(indptr: np.ndarray, move16: np.ndarray, value: np.ndarray,
                   depth: np.ndarray, count: np.ndarray, draw: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -146,25 +151,51 @@ def minimax_order(indptr: np.ndarray, move16: np.ndarray, value: np.ndarray,
     None: a line ending in repetition) and ``count``; ``draw[i]`` is its mover's draw
     value in cp. Returns (the moves in writing order, as indices; the value each is
     written with)."""
-    positions = len(indptr) - 1
-    rank = usi_rank()[move16.astype(np.int64) & 0xFFFF]
+    sizes = np.diff(indptr)
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    starts = indptr[:-1][sizes > 0]
+    group = (np.cumsum(sizes > 0) - 1)[owner]      # the non-empty segment of each move
+    rank = usi_rank()[move16.astype(np.int64) & 0xFFFF].astype(np.int64)
     value = value.astype(np.int64)
     depth = depth.astype(np.int64)
     count = count.astype(np.int64)
-    owner = np.repeat(np.arange(positions), np.diff(indptr))
     endless = depth < 0
     line = np.where(endless, np.iinfo(np.int64).max, depth)     # None: infinitely long
     line = np.where(value >= draw[owner], -line, line)
-    ranked = np.lexsort((rank, -count, -line, -value, owner))
-    chosen = np.zeros(len(value), dtype=bool)
-    chosen[ranked[indptr[:-1][np.diff(indptr) > 0]]] = True
-    best_value = np.zeros(positions, dtype=np.int64)
-    best_depth = np.zeros(positions, dtype=np.int64)
-    best_value[owner[chosen]] = value[chosen]
-    best_depth[owner[chosen]] = depth[chosen]
-    tie = ~chosen & (value == best_value[owner]) & (depth != best_depth[owner])
+    # The best: highest value, then line, then count, then the first move in text order.
+    best = value == _segment(np.maximum, value, starts)[group]
+    low = np.iinfo(np.int64).min
+    best &= line == _segment(np.maximum, np.where(best, line, low), starts)[group]
+    best &= count == _segment(np.maximum, np.where(best, count, low), starts)[group]
+    high = np.iinfo(np.int64).max
+    chosen = best & (rank == _segment(np.minimum, np.where(best, rank, high), starts)[group])
+    best_value = value[chosen][group]
+    best_depth = depth[chosen][group]
+    tie = ~chosen & (value == best_value) & (depth != best_depth)
     written = np.where(tie, value - 1, value)
-    return np.lexsort((rank, -count, -written, ~chosen, owner)), written
+    return _writing_order(owner, chosen, written, count, rank), written
+
+
+def _writing_order(owner: np.ndarray, chosen: np.ndarray, written: np.ndarray,
+                   count: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Indices by owner, the chosen move first, then by written value (high first),
+    count (high first) and move text. One sort on a key that leaves the counts out,
+    then the positions where two moves of a written value have different counts
+    sorted again with them."""
+    later = (~chosen).astype(np.int64)
+    if not len(owner) or not (-(1 << 17) < written.min() and written.max() < 1 << 17
+                              and owner[-1] < 1 << 24):
+        return np.lexsort((rank, -count, -written, later, owner))
+    key = owner << 40 | later << 39 | ((1 << 17) - written) << 21 | rank
+    order = np.argsort(key, kind="stable")
+    same = key[order[1:]] >> 21 == key[order[:-1]] >> 21
+    clash = same & (count[order[1:]] != count[order[:-1]])
+    if clash.any():
+        again = np.isin(owner[order], owner[order[1:][clash]])
+        moves = order[again]
+        order[again] = moves[np.lexsort((rank[moves], -count[moves], -written[moves],
+                                          later[moves], owner[moves]))]
+    return order
 
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:

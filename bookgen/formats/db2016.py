@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import BinaryIO, Literal, TextIO, overload
+from typing import Any, BinaryIO, Literal, TextIO, overload
 
 import cshogi
 import numpy as np
@@ -743,46 +743,76 @@ def write_db2016(out: TextIO, blocks: Iterable[tuple[str, int | None, list[BookM
     return positions, moves_written
 
 
-def _numbers(column: np.ndarray) -> np.ndarray:
-    """Decimal texts (``none`` for :data:`NONE`) of an int64 column, as objects."""
-    text = column.astype("U20").astype(object)
-    text[column == NONE] = "none"
-    return text
+@cache
+def _decimals() -> np.ndarray:
+    """object [2 ** 17 + 1]: the decimal texts of -65536..65536."""
+    return np.array([str(n) for n in range(-(1 << 16), (1 << 16) + 1)], dtype=object)
+
+
+def _numbers(column: np.ndarray) -> list[str]:
+    """Decimal texts (``none`` for :data:`NONE`) of an int64 column."""
+    table = _decimals()
+    index = column.astype(np.int64) + (1 << 16)
+    inside = (index >= 0) & (index < len(table))
+    text = table[np.where(inside, index, 0)]
+    if not inside.all():
+        outside = np.flatnonzero(~inside)
+        text[outside] = [("none" if n == NONE else str(n)) for n in column[outside].tolist()]
+    return text.tolist()  # type: ignore[no-any-return]
+
+
+_columns: dict[str, Any] = {}   # what _format_rows reads; forked workers inherit it
+
+
+def _format_rows(span: tuple[int, int]) -> bytes:
+    """The text of positions ``start:stop`` of :func:`write_db2016_columns`' columns."""
+    start, stop = span
+    c = _columns
+    indptr = c["indptr"]
+    first, last = int(indptr[start]), int(indptr[stop])
+    names = c["names"]
+    lines = list(map(" ".join, zip(names[c["move"][first:last]].tolist(),
+                                   names[c["ponder"][first:last]].tolist(),
+                                   _numbers(c["value"][first:last]),
+                                   _numbers(c["depth"][first:last]),
+                                   _numbers(c["count"][first:last]))))
+    heads = [f"sfen {sfen} {ply}" for sfen, ply in zip(c["sfens"][start:stop],
+                                                        c["ply"][start:stop].tolist())]
+    text = np.empty(len(heads) + len(lines), dtype=object)
+    at_head = indptr[start:stop] - first + np.arange(stop - start)
+    is_head = np.zeros(len(text), dtype=bool)
+    is_head[at_head] = True
+    text[at_head] = heads
+    text[~is_head] = lines
+    return ("\n".join(text.tolist()) + "\n").encode()
 
 
 def write_db2016_columns(out: BinaryIO, sfens: Sequence[str], ply: np.ndarray,
                          indptr: np.ndarray, move: np.ndarray, ponder: np.ndarray,
                          value: np.ndarray, depth: np.ndarray, count: np.ndarray,
-                         noe: int | None = None, rows: int = 1 << 16,
-                         after_rows: Callable[[], object] | None = None) -> tuple[int, int]:
+                         noe: int | None = None, rows: int = 1 << 15,
+                         after_rows: Callable[[], object] | None = None,
+                         workers: int = 1) -> tuple[int, int]:
     """:func:`write_db2016` from columns: positions ``sfens`` (sorted) with ``ply``
     (0: none) whose moves are ``indptr[i]:indptr[i + 1]`` of ``move``, ``ponder``
     (``move16``, 0: none), ``value``, ``depth`` (:data:`NONE`: none) and ``count``, in
     the order written. Writes bytes, ``rows`` positions at a time (``after_rows`` is
-    called after each); returns the positions and moves written."""
+    called after each), formatted on ``workers`` forked processes; returns the
+    positions and moves written."""
     out.write((HEADER + "\n").encode())
     if noe is not None:
         out.write(f"# NOE:{noe},SORTED\n".encode())
     names = usi_names().copy()
     names[0] = "none"
     total = len(sfens)
-    for start in range(0, total, rows):
-        stop = min(start + rows, total)
-        first, last = int(indptr[start]), int(indptr[stop])
-        heads = [f"sfen {s} {p}" for s, p in zip(sfens[start:stop], ply[start:stop].tolist())]
-        texts = (names[move[first:last]] + " " + names[ponder[first:last]] + " "
-                 + _numbers(value[first:last]) + " " + _numbers(depth[first:last]) + " "
-                 + count[first:last].astype("U20").astype(object))
-        lines: list[str] = texts.tolist()
-        sizes = np.diff(indptr[start:stop + 1]).tolist()
-        at = 0
-        parts: list[str] = []
-        for head, size in zip(heads, sizes):
-            parts.append(head)
-            parts.extend(lines[at:at + size])
-            at += size
-        parts.append("")
-        out.write("\n".join(parts).encode())
-        if after_rows is not None:
-            after_rows()
+    _columns.update(sfens=sfens, ply=ply, indptr=indptr, move=move, ponder=ponder,
+                    value=value, depth=depth, count=count, names=names)
+    spans = [(start, min(start + rows, total)) for start in range(0, total, rows)]
+    try:
+        for text in fork_map(_format_rows, spans, workers if len(spans) > 1 else 1):
+            out.write(text)
+            if after_rows is not None:
+                after_rows()
+    finally:
+        _columns.clear()
     return total, int(indptr[total])
