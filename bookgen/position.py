@@ -302,6 +302,7 @@ class _Ranks(dict[bytes, int]):
         super().__init__()
         self.counts = [0]
         self.flags = [0]
+        self.squares = [(0,) * 9]     # cshogi's piece of each square, file 9 first
 
     def __missing__(self, rank: bytes) -> int:
         row = self._check(rank.decode("ascii", "replace"))
@@ -315,10 +316,13 @@ class _Ranks(dict[bytes, int]):
             return 0
         counts = flags = 0
         file = 9
+        squares: list[int] = []
         for token in tokens:
             if token.isdigit():
                 file -= int(token)
+                squares += [0] * int(token)
                 continue
+            squares.append(_PIECE_CODES[token])
             letter = token[-1]
             upper = letter.upper()
             kind = _KINDS.index(upper) if upper != "K" else (7 if letter == "K" else 8)
@@ -336,36 +340,134 @@ class _Ranks(dict[bytes, int]):
             return 0
         self.counts.append(counts)
         self.flags.append(flags)
+        self.squares.append(tuple(squares))
         return len(self.counts) - 1
 
 
+class _Hands(dict[bytes, int]):
+    """Hands text -> row of :attr:`counts` (pieces of each kind of PIECE_LIMITS, both
+    sides together); row 0: not a hands field in normal form (as cshogi writes it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = [(0,) * len(PIECE_LIMITS)]
+
+    def __missing__(self, hands: bytes) -> int:
+        counts = hand_counts(hands.decode("ascii", "replace"))
+        row = 0
+        if counts is not None:
+            self.counts.append(counts)
+            row = len(self.counts) - 1
+        self[hands] = row
+        return row
+
+
 _RANK_TABLE = _Ranks()
+_HAND_TABLE = _Hands()
 
 
-def screen_boards(boards: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Board fields checked in bulk.
+_PIECE_CODES = {letter: code for code, letter in enumerate(
+    "PLNSBRGK", 1)} | {"+" + letter: code for code, letter in enumerate("PLNSBR", 9)}
+_PIECE_CODES |= {text.lower(): code + 16 for text, code in _PIECE_CODES.items()}
 
-    Returns (ok, kinds): ``ok`` where the field is in normal form (no two digits in a
-    row) and passes every check of :func:`parse_sfen` on the board (syntax, 9 squares a
-    rank, one king a side, no dead piece, no two pawns on a file); ``kinds`` [n, 7]: the
-    pieces of each kind of :data:`PIECE_LIMITS` on the board (promoted ones counted as
-    their base kind), for the limits once the hands are known.
-    """
-    global _RANK_TABLE
-    if len(_RANK_TABLE) > 1 << 16:   # a file of ever new ranks: start again
-        _RANK_TABLE = _Ranks()
-    table = _RANK_TABLE
+# Moves of black's pieces as (rank, file column) steps, ranks counted from rank a (black
+# moves towards it) and columns from file 9: the steps of each piece, and the slides. The
+# king is no attacker: cshogi's is_check, which parse_sfen asks, does not count it.
+_GOLD = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, 0))
+_DIAGONAL = ((-1, -1), (-1, 1), (1, -1), (1, 1))
+_ORTHOGONAL = ((-1, 0), (0, -1), (0, 1), (1, 0))
+_STEPS = {cshogi.BPAWN: ((-1, 0),), cshogi.BKNIGHT: ((-2, -1), (-2, 1)),
+          cshogi.BSILVER: ((-1, -1), (-1, 0), (-1, 1), (1, -1), (1, 1)),
+          cshogi.BGOLD: _GOLD, cshogi.BPROM_PAWN: _GOLD, cshogi.BPROM_LANCE: _GOLD,
+          cshogi.BPROM_KNIGHT: _GOLD, cshogi.BPROM_SILVER: _GOLD,
+          cshogi.BPROM_BISHOP: _ORTHOGONAL,
+          cshogi.BPROM_ROOK: _DIAGONAL}
+_SLIDES = {cshogi.BLANCE: ((-1, 0),), cshogi.BBISHOP: _DIAGONAL, cshogi.BROOK: _ORTHOGONAL,
+           cshogi.BPROM_BISHOP: _DIAGONAL, cshogi.BPROM_ROOK: _ORTHOGONAL}
+_WALL = 127
+_SIZE = 13          # the board with two squares of wall around it
+
+
+def _by_step(table: dict[int, tuple[tuple[int, int], ...]], white: bool
+             ) -> list[tuple[int, np.ndarray]]:
+    """(offset on the walled board from the target back to the mover, bool [128]: the
+    pieces of that colour that move by the step), per step of black's ``table`` (white's
+    steps go the other way)."""
+    result: dict[int, np.ndarray] = {}
+    for piece, steps in table.items():
+        for step_rank, step_column in steps:
+            offset = -(step_rank * _SIZE + step_column) * (-1 if white else 1)
+            result.setdefault(offset, np.zeros(128, dtype=bool))[piece + 16 * white] = True
+    return list(result.items())
+
+
+_ATTACKS = {white: (_by_step(_STEPS, white), _by_step(_SLIDES, white))
+            for white in (False, True)}
+
+
+def opponent_in_check(squares: np.ndarray, turn: np.ndarray) -> np.ndarray:
+    """Whether the side not to move is in check, for boards ``squares`` (int8 [n, 9, 9]
+    of cshogi's pieces, rank a first, file 9 first, one king a side) and sides to move
+    ``turn``: whether a piece of the side to move attacks the other king."""
+    count = len(squares)
+    walled = np.full((count, _SIZE, _SIZE), _WALL, dtype=np.int8)
+    walled[:, 2:11, 2:11] = squares
+    flat = walled.reshape(-1)
+    attacked = np.zeros(count, dtype=bool)
+    for white in (False, True):
+        chosen = np.flatnonzero(turn.astype(bool) == white)
+        if not len(chosen):
+            continue
+        king_code = cshogi.BKING if white else cshogi.WKING
+        king = (np.argmax(walled[chosen].reshape(len(chosen), -1) == king_code, axis=1)
+                + chosen * _SIZE * _SIZE)
+        steps, slides = _ATTACKS[white]
+        hit = np.zeros(len(chosen), dtype=bool)
+        for offset, pieces in steps:
+            hit |= pieces[flat[king + offset]]
+        for offset, pieces in slides:
+            rays = np.arange(len(chosen))
+            at = king + offset
+            while len(rays):
+                piece = flat[at]
+                stops = piece != 0
+                hit[rays[stops]] |= pieces[piece[stops]]
+                rays, at = rays[~stops], at[~stops] + offset
+        attacked[chosen] = hit
+    return attacked
+
+
+def _rows(table: dict[bytes, int], texts: list[bytes]) -> np.ndarray:
+    return np.fromiter(map(table.__getitem__, texts), dtype=np.int64, count=len(texts))
+
+
+def screen_sfens(boards: list[bytes], turns: np.ndarray, hands: list[bytes]) -> np.ndarray:
+    """Which positions, given by their board and hands fields and sides to move, pass
+    every check of :func:`parse_sfen` (syntax, 9 squares a rank, one king a side, no
+    dead piece, no two pawns on a file, the number of pieces of each kind, the side
+    not to move not in check) and are in normal form (as cshogi writes them: no two
+    digits in a row, the hands in cshogi's order and counts)."""
+    global _RANK_TABLE, _HAND_TABLE
+    if len(_RANK_TABLE) > 1 << 16 or len(_HAND_TABLE) > 1 << 16:   # ever new ones: anew
+        _RANK_TABLE, _HAND_TABLE = _Ranks(), _Hands()
+    ranks, hand_table = _RANK_TABLE, _HAND_TABLE
     count = len(boards)
-    ok = np.fromiter((board.count(b"/") == 8 for board in boards), dtype=bool, count=count)
+    if not count:
+        return np.zeros(0, dtype=bool)
+    joined = b" ".join(boards)
+    text = np.frombuffer(joined, dtype=np.uint8)
+    ends = np.append(np.flatnonzero(text == ord(" ")), len(text))
+    slashes = np.searchsorted(np.flatnonzero(text == ord("/")), ends)
+    ok = np.diff(slashes, prepend=0) == 8
     rows = np.zeros((count, 9), dtype=np.int64)
-    chosen = np.flatnonzero(ok)
-    if len(chosen):
-        ranks = b"/".join([boards[i] for i in chosen.tolist()]).split(b"/")
-        rows[chosen] = np.fromiter(map(table.__getitem__, ranks), dtype=np.int64,
-                                   count=len(ranks)).reshape(-1, 9)
+    if ok.all():
+        rows[:] = _rows(ranks, joined.replace(b" ", b"/").split(b"/")).reshape(-1, 9)
+    elif ok.any():
+        chosen = [boards[i] for i in np.flatnonzero(ok).tolist()]
+        rows[ok] = _rows(ranks, b"/".join(chosen).split(b"/")).reshape(-1, 9)
     ok &= (rows != 0).all(axis=1)
-    counts = np.array(table.counts, dtype=np.int64)[rows]
-    flags = np.array(table.flags, dtype=np.int64)[rows]
+    counts = np.array(ranks.counts, dtype=np.int64)[rows]
+    flags = np.array(ranks.flags, dtype=np.int64)[rows]
     total = counts.sum(axis=1)
     fields = (total[:, None] >> (_COUNT_BITS * np.arange(9))) & ((1 << _COUNT_BITS) - 1)
     ok &= (fields[:, 7] == 1) & (fields[:, 8] == 1)
@@ -374,7 +476,14 @@ def screen_boards(boards: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     for shift in (4, 13):
         files = (flags >> shift) & 0x1FF
         ok &= files.sum(axis=1) == np.bitwise_or.reduce(files, axis=1)
-    return ok, fields[:, :7]
+    in_hand = _rows(hand_table, hands)
+    ok &= in_hand != 0
+    pieces = fields[:, :7] + np.array(hand_table.counts, dtype=np.int64)[in_hand]
+    ok &= (pieces <= PIECE_LIMIT_ARRAY).all(axis=1)
+    checked = np.flatnonzero(ok)
+    squares = np.array(ranks.squares, dtype=np.int8)[rows[checked]]
+    ok[checked] = ~opponent_in_check(squares, turns[checked])
+    return ok
 
 
 @lru_cache(maxsize=4096)

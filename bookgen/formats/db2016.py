@@ -41,14 +41,12 @@ from bookgen.arrays import NULL
 from bookgen.diagnostics import Diagnostics
 from bookgen.formats.move16 import move16_to_usi
 from bookgen.position import (
-    PIECE_LIMIT_ARRAY,
     InvalidMove,
     InvalidPosition,
-    hand_counts,
     move_rules_hold,
     parse_move,
     parse_sfen,
-    screen_boards,
+    screen_sfens,
 )
 from bookgen.store import BookMove
 from bookgen.workers.forked import fork_map
@@ -306,6 +304,7 @@ def _table(characters: str) -> np.ndarray:
 # Bytes a line may hold and still be read in bulk (anything else: the line reader).
 _BULK_BYTES = _table("0123456789abcdefghiPLNSGBRKplnsgbrk+*-/ nosfw")
 _MOVE_START = _table("123456789PLNSGBR")
+_BULK_BYTE_STRING = bytes(np.flatnonzero(_BULK_BYTES).tolist()) + b"\n"
 
 
 def _lines(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -395,7 +394,8 @@ def _bulk_moves(data: np.ndarray, starts: np.ndarray, stops: np.ndarray,
                                            (4, DEFAULT_COUNT, 0, 2**63 - 1, False)):
         present, begin, end = token(j)
         number, parsed = _integers(data, begin, end)
-        none = present & (_codes(data, begin, end) == _NONE_CODE)
+        none = present & ~parsed & (end - begin == 4)
+        none[none] = _codes(data, begin[none], end[none]) == _NONE_CODE
         ok &= ~present | (none & none_ok) | (parsed & (number >= low) & (number <= high))
         columns.append(np.where(present, np.where(none, NONE, number), default))
     keep = np.flatnonzero(ok)
@@ -403,16 +403,15 @@ def _bulk_moves(data: np.ndarray, starts: np.ndarray, stops: np.ndarray,
                         ), lines[~ok]
 
 
-def _screen_positions(raw: bytes, data: np.ndarray, starts: np.ndarray, stops: np.ndarray,
-                      lines: np.ndarray, spaces: np.ndarray, first_space: np.ndarray,
-                      space_count: np.ndarray, text: Callable[[int, int], str]
-                      ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
-    """Sfen lines ``lines`` screened in bulk: (ok, the normalised sfen of each ok one, ply).
+def _screen_positions(raw: bytes, data: np.ndarray, stops: np.ndarray, lines: np.ndarray,
+                      spaces: np.ndarray, first_space: np.ndarray, space_count: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sfen lines ``lines`` screened in bulk: (ok, where the normalised sfen of each is
+    in ``raw``: start, stop; ply).
 
     ``ok``: the line is ``sfen BOARD TURN HANDS [PLY]`` with single spaces, its
     position in normal form and valid as far as the text tells
-    (:func:`bookgen.position.screen_boards`); the side not to move being in check is
-    left to the board.
+    (:func:`bookgen.position.screen_sfens`).
     """
     count = space_count[lines]
     ok = (count == 3) | (count == 4)
@@ -428,22 +427,12 @@ def _screen_positions(raw: bytes, data: np.ndarray, starts: np.ndarray, stops: n
     ok &= ~with_ply | (ply_ok & (data[np.minimum(hands_stop + 1, len(data) - 1)] != ord("-"))
                        & (stops[lines] - hands_stop - 1 <= 9))
     ply = np.where(with_ply, ply, 0)
-    kinds = np.zeros((len(lines), len(PIECE_LIMIT_ARRAY)), dtype=np.int64)
     rows = np.flatnonzero(ok)
-    board_ok, kinds[rows] = screen_boards([raw[b:e] for b, e in zip(
-        board_start[rows].tolist(), (turn_start[rows] - 1).tolist())])
-    ok[rows] = board_ok
-    sfens: list[str | None] = [None] * len(lines)
-    hands_limit = np.zeros_like(kinds)
-    for i in np.flatnonzero(ok).tolist():
-        hands = hand_counts(text(int(hands_start[i]), int(hands_stop[i])))
-        if hands is None:
-            ok[i] = False
-            continue
-        hands_limit[i] = hands
-        sfens[i] = text(int(board_start[i]), int(hands_stop[i]))
-    ok &= ((kinds + hands_limit) <= PIECE_LIMIT_ARRAY).all(axis=1)
-    return ok, sfens, ply
+    ok[rows] = screen_sfens(
+        [raw[b:e] for b, e in zip(board_start[rows].tolist(), (turn_start[rows] - 1).tolist())],
+        data[turn_start[rows]] == ord("w"),
+        [raw[b:e] for b, e in zip(hands_start[rows].tolist(), hands_stop[rows].tolist())])
+    return ok, board_start, hands_stop, ply
 
 
 def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Block:
@@ -479,12 +468,12 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
     kind[sfen] = _SFEN
     kind[lengths == 0] = _EMPTY
     spaces = np.flatnonzero(data == ord(" "))
-    space_line = np.searchsorted(stops, spaces)
-    space_count = np.bincount(space_line, minlength=n_lines)
-    first_space = np.cumsum(space_count) - space_count
+    first_space = np.searchsorted(spaces, starts)
+    space_count = np.searchsorted(spaces, stops) - first_space
     spaces = np.append(spaces, len(data) - 1)   # (never read: indexing stays in range)
     if bulk:
-        odd_bytes = np.flatnonzero(~_BULK_BYTES[data] & (data != ord("\n")))
+        odd_bytes = (np.flatnonzero(~_BULK_BYTES[data] & (data != ord("\n")))
+                     if text_bytes.translate(None, _BULK_BYTE_STRING) else spaces[:0])
         doubled = spaces[:-2][np.diff(spaces[:-1]) == 1]
         trailing = stops[(lengths > 0) & (data[np.maximum(stops - 1, 0)] == ord(" "))]
         odd = np.unique(np.searchsorted(stops, np.concatenate([odd_bytes, doubled, trailing])))
@@ -509,17 +498,18 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
     position_line = np.flatnonzero((kind == _SFEN) | (kind == -_SFEN))
     n_positions = len(position_line)
     fast_position = np.zeros(n_positions, dtype=bool)
-    bulk_sfen: list[str | None] = [None] * n_positions
+    sfen_start = np.zeros(n_positions, dtype=np.int64)
+    sfen_stop = np.zeros(n_positions, dtype=np.int64)
     ply = np.zeros(n_positions, dtype=np.int64)
     fast_rows = np.flatnonzero(kind[position_line] == _SFEN)
     if len(fast_rows):
-        ok, found, plies = _screen_positions(text_bytes, data, starts, stops,
-                                             position_line[fast_rows],
-                                             spaces, first_space, space_count, text)
+        ok, board_start, hands_stop, plies = _screen_positions(
+            text_bytes, data, stops, position_line[fast_rows], spaces, first_space,
+            space_count)
         fast_position[fast_rows] = ok
+        sfen_start[fast_rows] = board_start
+        sfen_stop[fast_rows] = hands_stop
         ply[fast_rows] = plies
-        for row, sfen_text in zip(fast_rows.tolist(), found):
-            bulk_sfen[row] = sfen_text
     # each line's position: the last sfen line before it (-1: none)
     owner_line = np.where((kind == _SFEN) | (kind == -_SFEN), np.arange(n_lines), -1)
     owner_line = np.maximum.accumulate(owner_line) if n_lines else owner_line
@@ -560,19 +550,16 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
     bounds = move_start.tolist()
     screened = fast_position.tolist()
     lines_of = position_line.tolist()
+    sfen_starts, sfen_stops = sfen_start.tolist(), sfen_stop.tolist()
     for index in range(n_positions):
         line = lines_of[index]
-        normal = bulk_sfen[index] if screened[index] else None
-        if normal is not None:
-            cut = normal.index(" ")
-            other = "w" if normal[cut + 1] == "b" else "b"
-            set_sfen(f"{normal[:cut]} {other}{normal[cut + 2:]} 1")
-            if is_check():
-                normal = None
-            else:
-                set_sfen(normal + " 1")
-        if normal is None:
-            screened[index] = False
+        normal = None
+        if screened[index]:
+            normal = (ascii_text[sfen_starts[index]:sfen_stops[index]]
+                      if ascii_text is not None else
+                      text(sfen_starts[index], sfen_stops[index]))
+            set_sfen(normal + " 1")
+        else:
             try:
                 parsed = parse_sfen(stripped.get(line, text(int(starts[line]),
                                                             int(stops[line])).strip())[5:],
