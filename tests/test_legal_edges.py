@@ -23,7 +23,7 @@ from bookgen.bookfiles.importer import ImportSettings, import_books
 from bookgen.errors import BookgenError
 from bookgen.store import Book, legal_edges
 from bookgen.store.index import BookIndex, IndexSpec
-from bookgen.store.legal_edges import find_legal_edges, material, move16_usi
+from bookgen.store.legal_edges import find_legal_edges, hands, move16_usi
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDICAP = "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w -"   # rook and bishop
@@ -234,7 +234,7 @@ def test_handicap_and_even_twins_with_both_in_the_set():
 def test_handicap_and_even_twins_with_unique_keys():
     """Of each aliasing pair only one position is in the set (handicap positions with
     black to move, twins with white to move), so every key is unique and only the
-    material tells a handicap parent's child from the twin."""
+    other hand tells a handicap parent's child from the twin."""
     games, twins = handicap_and_twins()
     sfens = []
     for game, twin in zip(games, twins):
@@ -256,25 +256,18 @@ def test_handicap_mixed_with_even_games(parallel):
     assert_exact(sfens, workers=2)
 
 
-def test_material_counts_every_piece():
+def test_hands_are_read_from_the_sfens():
     for sfen in [*unique([s for g in random_games(6, games=5, plies=200) for s in g]),
                  "4k4/9/9/9/9/9/9/9/4K4 b 2R2B4G4S4N4L16P2p",
                  "4k4/9/9/9/9/9/9/9/4K4 w 2r2b4g4s4n4l18p",
+                 "4k4/9/9/9/9/9/9/9/4K4 w RBGSNLPrbgsnl10p 12",
                  "+R3k4/9/9/9/9/9/9/9/4K4 b -"]:
         board = cshogi.Board()
         board.set_sfen(sfen)
-        kinds = [0] * 8        # P L N S G B R K
-        kind_of = {1: 0, 2: 1, 3: 2, 4: 3, 5: 5, 6: 6, 7: 4, 8: 7}   # cshogi's base types
-        for piece in board.pieces:
-            if piece:
-                piece_type = cshogi.piece_to_piece_type(piece)
-                kinds[kind_of[piece_type - 8 if piece_type > 8 else piece_type]] += 1
-        for hand in board.pieces_in_hand:   # P L N S G B R
-            for kind, count in enumerate(hand):
-                kinds[kind] += count
-        expected = sum(count << (8 * kind) for kind, count in enumerate(kinds))
-        assert int(material([sfen])[0]) == expected, sfen
-        assert int(material([sfen + " 1"])[0]) == expected, sfen
+        expected = [sum(count << (8 * kind) for kind, count in enumerate(hand))
+                    for hand in board.pieces_in_hand]    # P L N S G B R
+        assert hands([sfen]).tolist() == [expected], sfen
+    assert hands([]).shape == (0, 2)
 
 
 # -- (d) forced key collisions --------------------------------------------------------

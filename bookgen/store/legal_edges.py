@@ -2,9 +2,10 @@
 
 :func:`find_legal_edges` takes positions as sfens without a move number (as
 the book stores them) and finds every legal move of a position whose child is
-one of the positions: its *legal edges*. Python loops once per *position*
-(``set_sfen``, cshogi's Apery book key, the legal moves as 32-bit moves into
-an array); numpy does the rest:
+one of the positions: its *legal edges*. Python loops per *position*, never
+per legal move, in two passes: the positions' book keys (``set_sfen``,
+cshogi's Apery book key), then, once the keys are indexed, each position's
+legal moves as 32-bit moves into an array; numpy does the rest:
 
 - The child's book key of a legal move ``m`` is ``c0 ^ D(m0) ^ D(m)``, where
   ``c0`` is cshogi's ``book_key_after`` of the first legal move ``m0`` and
@@ -19,36 +20,36 @@ an array); numpy does the rest:
 - The child keys are looked up among the positions' keys (a bitset on the
   top bits drops most of them, a bucket table finds the rest).
 
-Exactness. The book key leaves out the hand of the side not to move, so two
-positions with the same board, the same hand of the side to move and the
-same side to move have the same key even when the other hand differs, which
-happens where books of different material meet (a handicap book merged with
-even ones). A legal move never changes how many pieces of each kind (base
-type, promoted or not, on the board or in either hand) a position holds, and
-those counts with the board and one hand fix the other hand. So a hit counts
-only when the source and the target hold the same material
-(:func:`material`, read from the sfen bytes in numpy), and a target whose
-key several given positions share is confirmed by playing the move and
-comparing sfens. What remains is a chance collision of 64-bit keys: the
-child of a legal move that is not one of the positions having the key and
-the material of one that is; with random keys, about ``moves * positions /
-2**64`` false edges are expected (about 2e-6 at 34 M legal moves of 1 M
-positions).
+Exactness. The book key leaves out the hand of the side not to move, so
+positions with the same board, side to move and hand of the side to move
+share a key even when the other hand differs, which happens where books of
+different material meet (a handicap book merged with even ones). So a key
+hit counts only when the target's other hand is the mover's hand after the
+move (the source's, plus a captured piece, less a dropped one; the hands
+read from the sfens in numpy, :func:`hands`): the key and that hand
+together are the whole position. A target whose key several given positions
+share is confirmed by playing the move and comparing sfens. What remains is
+a chance collision of 64-bit keys: a legal move's child that is not one of
+the positions but has the key and the other hand of one that is; with random
+keys about ``legal moves * positions / 2**64`` false edges are expected
+(2e-6 at 34 M legal moves of 1 M positions).
 
 The method rests on cshogi's book key and its move layout (bits 0-6 the
 destination, 7-13 the origin or 80 + the dropped piece type, 14 promotion,
 16-19 the moved piece type, 20-23 the captured piece type). Before the first
 use in a process (:func:`check_book_keys`, cached), the child keys of every
-legal move of about 2,000 positions of random games (drops, promotions,
-captures of promoted pieces, both sides) are compared with the book key of
-the child after ``push``; any difference raises a one-line
+board move and every eighth drop of 1,000 positions of random games (drops,
+promotions, captures of promoted pieces, both sides) are compared with the
+book key of the child after ``push``, and the hands after the moves played
+with the hands of the next positions; any difference raises a one-line
 :class:`bookgen.errors.BookgenError` naming cshogi's version, so a cshogi
 release that changes either never loses edges silently.
 
 Large inputs run on forked worker processes
-(:func:`bookgen.workers.forked.fork_map`): the per-position loop in chunks,
-then the key lookups per chunk. A legal move costs 4 bytes while edges are
-found (the 32-bit move); only the edges are kept.
+(:func:`bookgen.workers.forked.fork_map`), both passes in chunks of
+positions. Memory: 8 bytes of key and 16 of hands per position, the key
+index (about 20 bytes a position) and the edges; a chunk's legal moves (4
+bytes each) live only while its pass runs.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ import numpy as np
 from bookgen.errors import BookgenError
 from bookgen.workers.forked import fork_map
 
-__all__ = ["LegalEdges", "check_book_keys", "find_legal_edges", "material", "move16_usi"]
+__all__ = ["LegalEdges", "check_book_keys", "find_legal_edges", "hands", "move16_usi"]
 
 _U64 = np.uint64
 _U32 = np.uint32
@@ -122,38 +123,68 @@ def move16_usi(move16: np.ndarray) -> np.ndarray:
     return _usi_table()[np.asarray(move16, dtype=np.uint16)]
 
 
-# -- material --------------------------------------------------------------------
+# -- hands ---------------------------------------------------------------------------
 
-_PIECE_KIND = np.full(256, -1, dtype=np.int64)
-for _kind, _letter in enumerate("PLNSGBRK"):
-    _PIECE_KIND[ord(_letter)] = _PIECE_KIND[ord(_letter.lower())] = _kind
+# Hands packed a byte per piece type, in the sfen's order: P L N S G B R.
+_HAND_LETTER = np.full(256, 255, dtype=np.uint8)   # 0-6 black's, 8-14 white's
+for _kind, _letter in enumerate("PLNSGBR"):
+    _HAND_LETTER[ord(_letter)] = _kind
+    _HAND_LETTER[ord(_letter.lower())] = 8 + _kind
 _DIGIT = np.full(256, -1, dtype=np.int64)
 _DIGIT[ord("0"):ord("9") + 1] = np.arange(10)
+# cshogi piece type (promoted or not; a drop's type) -> its byte in a packed hand
+_HAND_BYTE = np.array([0, 0, 1, 2, 3, 5, 6, 4, 0, 0, 1, 2, 3, 5, 6, 0], dtype=np.uint64)
 
 
-def material(sfens: Sequence[str]) -> np.ndarray:
-    """uint64 per sfen: how many pieces of each base type (pawn, lance, knight,
-    silver, gold, bishop, rook, king; promoted or not, either side's, on the board
-    or in either hand) the position holds, a byte per type. A legal move never
-    changes it. Read from the sfen bytes in numpy."""
-    if not sfens:
-        return np.zeros(0, dtype=_U64)
+def hands(sfens: Sequence[str]) -> np.ndarray:
+    """uint64 [N, 2]: black's and white's hands of each sfen, a byte per piece type
+    (pawn, lance, knight, silver, gold, bishop, rook: byte 0 to 6). Read from the
+    sfens' hand fields in numpy."""
+    n = len(sfens)
+    out = np.zeros((n, 2), dtype=_U64)
+    if not n:
+        return out
     text = np.frombuffer(("\n".join(sfens) + "\n").encode("ascii"), dtype=np.uint8)
-    ends = np.flatnonzero(text == 10)
-    row = np.repeat(np.arange(len(ends)), np.diff(ends, prepend=-1))
-    spaces = np.cumsum(text == 32)
-    field = spaces - np.concatenate(([0], spaces[ends[:-1]]))[row]  # 0 board, 2 hands
-    kind = _PIECE_KIND[text]
-    at = np.flatnonzero((kind >= 0) & ((field == 0) | (field == 2)))
-    count = np.ones(len(at), dtype=np.int64)
-    hand = at[field[at] == 2]    # a hand piece's count is the number before it, if any
-    ones = _DIGIT[text[hand - 1]]
-    tens = np.where(ones >= 0, _DIGIT[text[hand - 2]], -1)
-    count[field[at] == 2] = np.where(ones < 0, 1, np.where(tens >= 0, 10 * tens, 0)
-                                     + np.maximum(ones, 0))
-    per_kind = np.bincount(row[at] * 8 + kind[at], weights=count, minlength=len(ends) * 8)
-    per_kind = np.minimum(per_kind.reshape(-1, 8), 255).astype(_U64)
-    return np.bitwise_or.reduce(per_kind << (np.arange(8, dtype=_U64) * _U64(8)), axis=1)
+    breaks = np.flatnonzero(text <= 32)                      # spaces and newlines
+    row_end = np.flatnonzero(text[breaks] == 10)             # each row's newline
+    first = np.concatenate(([0], row_end[:-1] + 1))          # each row's first break
+    if np.any(first + 2 > row_end):
+        raise ValueError("an sfen without a hand field")
+    start = breaks[first + 1] + 1                            # the hand field
+    length = breaks[first + 2] - start
+    rows = np.flatnonzero(text[start] != ord("-"))
+    if not len(rows):
+        return out
+    width = int(length[rows].max())
+    cells = start[rows, None] + np.arange(width)
+    inside = np.arange(width) < length[rows, None]
+    window = np.where(inside, text[np.minimum(cells, len(text) - 1)], 0)
+    letter = _HAND_LETTER[window]
+    # A letter's count is the number before it (one or two digits), else one.
+    ones = np.full(window.shape, -1, dtype=np.int64)
+    tens = np.full(window.shape, -1, dtype=np.int64)
+    ones[:, 1:] = _DIGIT[window[:, :-1]]
+    tens[:, 2:] = _DIGIT[window[:, :-2]]
+    count = np.where(ones < 0, 1, np.where(tens >= 0, 10 * tens, 0) + ones)
+    is_letter = letter != 255
+    shift = (letter & 7).astype(_U64) * _U64(8)
+    value = np.where(is_letter, count.astype(_U64) << shift, _U64(0))
+    white = letter >= 8
+    out[rows, 0] = np.where(white, _U64(0), value).sum(axis=1, dtype=_U64)
+    out[rows, 1] = np.where(white, value, _U64(0)).sum(axis=1, dtype=_U64)
+    return out
+
+
+def _mover_hand_after(hands_before: np.ndarray, moves: np.ndarray) -> np.ndarray:
+    """The mover's packed hand after 32-bit ``moves``: a captured piece's base type
+    gained, a dropped piece lost."""
+    captured = (moves >> _U32(20)) & _U32(0xF)
+    origin = (moves >> _U32(7)) & _U32(0x7F)
+    drop = origin >= 81
+    gain = np.where(captured > 0, _U64(1) << (_HAND_BYTE[captured] * _U64(8)), _U64(0))
+    lose = np.where(drop, _U64(1) << (_HAND_BYTE[np.where(drop, origin - 80, 0)] * _U64(8)),
+                    _U64(0))
+    return hands_before + gain - lose
 
 
 # -- key tables ----------------------------------------------------------------------
@@ -216,34 +247,41 @@ def _cshogi_version() -> str:
         return "unknown"
 
 
-def _check_positions(count: int = _CHECK_POSITIONS, seed: int = 13) -> list[str]:
+def _check_positions(count: int = _CHECK_POSITIONS, seed: int = 13
+                     ) -> tuple[list[str], list[tuple[int, int]]]:
     """``count`` positions of random games from the initial position that capture
-    when they can more often than not: pieces in hand, drops, promoted pieces
-    captured, both sides."""
+    when they can more often than not (pieces in hand, drops, promoted pieces
+    captured, both sides), and the moves played between them: (index of the
+    position before, 32-bit move) for each position but the first of a game."""
     rng = random.Random(seed)
     board = cshogi.Board()
     sfens: list[str] = []
+    played: list[tuple[int, int]] = []
     while len(sfens) < count:
         board.reset()
-        for _ply in range(160):
+        for ply in range(160):
             moves = list(board.legal_moves)
             if not moves or len(sfens) >= count:
                 break
             captures = [m for m in moves if m >> 20 & 0xF]
-            board.push(rng.choice(captures if captures and rng.random() < 0.7 else moves))
+            move = rng.choice(captures if captures and rng.random() < 0.7 else moves)
+            board.push(move)
+            if ply:
+                played.append((len(sfens) - 1, move))
             sfens.append(board.sfen().rsplit(" ", 1)[0])
-    return sfens
+    return sfens, played
 
 
 @cache
 def check_book_keys() -> _KeyTables:
     """The key tables, checked once per process: the child keys of the legal moves
     of the start-up positions (every board move, every eighth drop) must equal
-    cshogi's book key of the child after ``push``. Raises :class:`BookgenError` if
-    cshogi's book key or move layout changed."""
+    cshogi's book key of the child after ``push``, and the hands after the moves
+    played between them the hands of the positions they reach. Raises
+    :class:`BookgenError` if cshogi's book key or move layout changed."""
     tables = _KeyTables(_piece_keys())
-    sfens = _check_positions()
-    part = _collect_positions(sfens)
+    sfens, played = _check_positions()
+    part = _collect_positions(sfens, _book_keys(sfens))
     computed = _child_keys(tables, part)
     drop = (part.moves >> _U32(7) & _U32(0x7F)) >= 81
     checked = np.flatnonzero(~drop | (np.cumsum(drop) % _CHECK_DROP_STRIDE == 0))
@@ -260,57 +298,69 @@ def check_book_keys() -> _KeyTables:
         push(move)
         wrong += book_key() != key
         pop()
+    before, moves = (np.array(column, dtype=np.int64) for column in zip(*played))
+    packed = hands(sfens)
+    mover = part.turn[before]
+    wrong += int(np.count_nonzero(
+        _mover_hand_after(packed[before, mover], moves.astype(_U32))
+        != packed[before + 1, mover]))
     if wrong or not len(checked):
         raise BookgenError(
             f"cshogi {_cshogi_version()}: its book key or move layout is not the one legal "
-            f"edges are computed for ({wrong} of {len(checked)} child keys differ); install the "
-            f"cshogi version of bookgen's requirements")
+            f"edges are computed for ({wrong} of {len(checked) + len(played)} child keys and "
+            f"hands differ); install the cshogi version of bookgen's requirements")
     return tables
 
 
 # -- per position --------------------------------------------------------------------
 
 
+def _book_keys(sfens: Sequence[str]) -> np.ndarray:
+    """cshogi's book key of each position."""
+    board = cshogi.Board()
+    set_sfen, book_key = board.set_sfen, board.book_key
+    keys = array("Q")
+    append = keys.append
+    for sfen in sfens:
+        set_sfen(sfen)
+        append(book_key())
+    return np.frombuffer(keys, dtype=_U64)
+
+
 @dataclass
 class _Positions:
     """What the per-position loop gives for a run of positions."""
 
-    key: np.ndarray       # uint64 [n] book key
     base: np.ndarray      # uint64 [n] book_key_after of the first legal move (key if none)
     turn: np.ndarray      # uint8 [n]
     in_check: np.ndarray  # bool [n]
     counts: np.ndarray    # int32 [n] legal moves
     moves: np.ndarray     # uint32 [sum(counts)] 32-bit legal moves
-    material: np.ndarray  # uint64 [n]
 
 
-def _collect_positions(sfens: Sequence[str]) -> _Positions:
+def _collect_positions(sfens: Sequence[str], keys: np.ndarray) -> _Positions:
+    """The legal moves of positions ``sfens`` whose book keys are ``keys``."""
     board = cshogi.Board()
-    set_sfen, is_check, book_key, after = (board.set_sfen, board.is_check, board.book_key,
-                                           board.book_key_after)
+    set_sfen, is_check, after = board.set_sfen, board.is_check, board.book_key_after
     n = len(sfens)
-    keys, bases = array("Q"), array("Q")
+    bases = array("Q")
     turn = bytearray(n)
     checks = bytearray(n)
     counts = array("i")
     moves = array("I")
     extend = moves.extend
-    for i, sfen in enumerate(sfens):
+    for i, (sfen, key) in enumerate(zip(sfens, keys.tolist())):
         set_sfen(sfen)
-        key = book_key()
         before = len(moves)
         extend(board.legal_moves)
         count = len(moves) - before
         counts.append(count)
-        keys.append(key)
         bases.append(after(key, moves[before]) if count else key)
         turn[i] = board.turn
         checks[i] = is_check()
-    return _Positions(np.frombuffer(keys, dtype=_U64), np.frombuffer(bases, dtype=_U64),
-                      np.frombuffer(turn, dtype=np.uint8),
+    return _Positions(np.frombuffer(bases, dtype=_U64), np.frombuffer(turn, dtype=np.uint8),
                       np.frombuffer(checks, dtype=np.uint8).astype(bool),
-                      np.frombuffer(counts, dtype=np.int32),
-                      np.frombuffer(moves, dtype=_U32), material(sfens))
+                      np.frombuffer(counts, dtype=np.int32), np.frombuffer(moves, dtype=_U32))
 
 
 def _child_keys(tables: _KeyTables, part: _Positions) -> np.ndarray:
@@ -387,49 +437,57 @@ class _KeyIndex:
 _state: dict[str, Any] = {}   # what the chunk functions read; forked workers inherit it
 
 
-def _collect_chunk(span: tuple[int, int]) -> _Positions:
-    start, stop = span
-    return _collect_positions(_state["sfens"][start:stop])
+def _keys_chunk(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Pass 1: the book keys and hands of positions ``start:stop``."""
+    sfens = _state["sfens"][span[0]:span[1]]
+    return _book_keys(sfens), hands(sfens)
 
 
-def _chunk_edges(chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The legal edges of chunk ``chunk``: (source, target, move16)."""
-    part: _Positions = _state["parts"][chunk]
-    first: int = _state["firsts"][chunk]
+def _edges_chunk(span: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """Pass 2: the legal edges of positions ``start:stop`` (source, target, move16),
+    whether each is in check and its number of legal moves."""
+    first, stop = span
     index: _KeyIndex = _state["index"]
-    all_material: np.ndarray = _state["material"]
+    all_hands: np.ndarray = _state["hands"]
+    part = _collect_positions(_state["sfens"][first:stop], _state["keys"][first:stop])
     moves = part.moves
     hit, slot = index.lookup(_child_keys(_state["tables"], part))
-    local = np.repeat(np.arange(len(part.counts), dtype=np.int32), part.counts)[hit]
+    local = np.repeat(np.arange(stop - first, dtype=np.int32), part.counts)[hit]
     target = index.order[slot]
-    keep = part.material[local] == all_material[target]
+    # The key holds the board and the child's side to move's hand: the mover's hand
+    # must be the target's other hand.
+    mover = part.turn[local]
+    mover_hand = _mover_hand_after(all_hands[local + first, mover], moves[hit])
+    keep = all_hands[target, mover] == mover_hand
     shared = np.isin(index.sorted[slot], index.shared_keys)
     if shared.any():     # several positions have the key: confirm by the child's sfen
         keep &= ~shared
-        extra = _confirm(part, first, local[shared], moves[hit[shared]], slot[shared])
+        confirmed = _confirm(local[shared] + first, moves[hit[shared]], slot[shared],
+                             mover[shared], mover_hand[shared])
         where = np.flatnonzero(shared)
-        keep[where[extra >= 0]] = True
-        target[where] = np.maximum(extra, 0)
-    return local[keep] + np.int32(first), target[keep].astype(np.int32), \
-        (moves[hit[keep]] & _U32(0xFFFF)).astype(np.uint16)
+        keep[where[confirmed >= 0]] = True
+        target[where] = np.maximum(confirmed, 0)
+    return (local[keep] + np.int32(first), target[keep].astype(np.int32),
+            (moves[hit[keep]] & _U32(0xFFFF)).astype(np.uint16), part.in_check, part.counts)
 
 
-def _confirm(part: _Positions, first: int, local: np.ndarray, moves: np.ndarray,
-             slots: np.ndarray) -> np.ndarray:
-    """For moves whose child's key several positions share: the position that is
-    the child (same material, same sfen), -1 if none."""
+def _confirm(sources: np.ndarray, moves: np.ndarray, slots: np.ndarray, movers: np.ndarray,
+             mover_hands: np.ndarray) -> np.ndarray:
+    """For moves whose child's key several positions share: the first position that
+    is the child (the mover's hand, then the sfen), -1 if none."""
     sfens: Sequence[str] = _state["sfens"]
-    all_material: np.ndarray = _state["material"]
+    all_hands: np.ndarray = _state["hands"]
     index: _KeyIndex = _state["index"]
     board = cshogi.Board()
-    found = np.full(len(local), -1, dtype=np.int64)
-    for i, (source, move, slot) in enumerate(zip(local.tolist(), moves.tolist(),
-                                                 slots.tolist())):
+    found = np.full(len(sources), -1, dtype=np.int64)
+    for i, (source, move, slot, mover, hand) in enumerate(zip(
+            sources.tolist(), moves.tolist(), slots.tolist(), movers.tolist(),
+            mover_hands.tolist())):
         candidates = [c for c in index.positions(slot).tolist()
-                      if all_material[c] == part.material[source]]
+                      if int(all_hands[c, mover]) == hand]
         if not candidates:
             continue
-        board.set_sfen(sfens[first + source])
+        board.set_sfen(sfens[source])
         board.push(move)
         child = board.sfen().rsplit(" ", 1)[0]
         for candidate in candidates:
@@ -453,24 +511,17 @@ def find_legal_edges(sfens: Sequence[str], workers: int = 1) -> LegalEdges:
     workers = workers if n >= _PARALLEL_MIN_POSITIONS else 1
     _state.update(sfens=sfens)
     try:
-        parts = list(fork_map(_collect_chunk, spans, workers, chunksize=4))
-        keys = np.concatenate([p.key for p in parts]) if parts else np.zeros(0, _U64)
-        for part in parts:       # only the chunk's own pass reads these again
-            part.key = part.key[:0]
-        _state.update(parts=parts, firsts=[start for start, _ in spans], tables=tables,
-                      material=np.concatenate([p.material for p in parts]) if parts
-                      else np.zeros(0, _U64), index=_KeyIndex(keys))
-        del keys
-        found = list(fork_map(_chunk_edges, range(len(parts)), workers, chunksize=4))
-        in_check = np.concatenate([p.in_check for p in parts]) if parts \
-            else np.zeros(0, dtype=bool)
-        legal = np.concatenate([p.counts for p in parts]) if parts \
-            else np.zeros(0, dtype=np.int32)
+        keyed = list(fork_map(_keys_chunk, spans, workers, chunksize=4))
+        keys = np.concatenate([k for k, _ in keyed]) if keyed else np.zeros(0, _U64)
+        _state.update(keys=keys, tables=tables, index=_KeyIndex(keys),
+                      hands=np.concatenate([h for _, h in keyed]) if keyed
+                      else np.zeros((0, 2), _U64))
+        del keyed, keys
+        found = list(fork_map(_edges_chunk, spans, workers, chunksize=4))
     finally:
         _state.clear()
     if not found:
         return LegalEdges(np.zeros(0, np.int32), np.zeros(0, np.int32),
-                          np.zeros(0, np.uint16), in_check, legal)
-    return LegalEdges(np.concatenate([f[0] for f in found]),
-                      np.concatenate([f[1] for f in found]),
-                      np.concatenate([f[2] for f in found]), in_check, legal)
+                          np.zeros(0, np.uint16), np.zeros(0, dtype=bool),
+                          np.zeros(0, dtype=np.int32))
+    return LegalEdges(*(np.concatenate([f[i] for f in found]) for i in range(5)))
