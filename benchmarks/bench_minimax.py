@@ -9,8 +9,15 @@ resident memory of the process and of its graph workers
 (``resource.getrusage``). CPU seconds are printed too: on a busy machine they
 tell how much of the wall time was waiting.
 
+``--books`` refines copies of given imported books instead (the originals are
+never written). ``--anchor CHECKOUT`` refines the same copies with another
+checkout of bookgen too (its own ``.venv``, e.g. the main branch), one after
+the other in the same run, and prints its rows and the ratios (this / anchor)
+below each.
+
     python benchmarks/bench_minimax.py [--sizes 10000 100000 1000000]
                                        [--methods retrograde negascout]
+                                       [--books BOOK.sqlite ...] [--anchor CHECKOUT]
 """
 
 from __future__ import annotations
@@ -59,16 +66,39 @@ def prepare(size: int) -> Path:
     return book
 
 
-def measure(book: Path, method: str) -> dict:
+def measure(book: Path, method: str, python: str = sys.executable) -> dict:
+    """Refine a fresh copy of ``book`` with ``python`` (its bookgen) in a new process."""
+    OUT.mkdir(parents=True, exist_ok=True)
     work = OUT / f"work-{book.name}"
     remove_book(work)
     shutil.copyfile(book, work)
     try:
-        done = subprocess.run([sys.executable, "-c", _WRAPPER, str(work), method], check=True,
-                              capture_output=True, text=True)
+        done = subprocess.run([python, "-c", _WRAPPER, str(work), method], check=True,
+                              capture_output=True, text=True, cwd=OUT)
     finally:
         remove_book(work)
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def row(label: str, method: str, s: dict) -> str:
+    t = s["seconds"]
+    return (f"{label:<7} {method:<11} {s['positions']:>9} {s['edges']:>9} "
+            f"{s['transposition_edges']:>8} {s['positions_in_cycles']:>9} "
+            f"{t['graph']:>8.1f} {t['propagate']:>9.1f} {t['write']:>8.1f} "
+            f"{t['total']:>8.1f} {s['cpu_seconds']:>7.1f} {s['peak_mb']:>8.0f} "
+            f"{s['worker_peak_mb']:>9.0f}")
+
+
+def ratios(this: dict, anchor: dict) -> str:
+    def r(a: float, b: float) -> str:
+        return f"{a / b:.2f}x" if b else "-"
+    t, a = this["seconds"], anchor["seconds"]
+    return (f"{'ratio':<7} {'':<11} {'':>9} {'':>9} {'':>8} {'':>9} "
+            f"{r(t['graph'], a['graph']):>8} {r(t['propagate'], a['propagate']):>9} "
+            f"{r(t['write'], a['write']):>8} {r(t['total'], a['total']):>8} "
+            f"{r(this['cpu_seconds'], anchor['cpu_seconds']):>7} "
+            f"{r(this['peak_mb'], anchor['peak_mb']):>8} "
+            f"{r(this['worker_peak_mb'], anchor['worker_peak_mb']):>9}")
 
 
 def main() -> None:
@@ -76,20 +106,27 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--methods", nargs="+", default=["retrograde"],
                         choices=["retrograde", "negascout"])
+    parser.add_argument("--books", type=Path, nargs="+",
+                        help="imported books to refine copies of (instead of --sizes)")
+    parser.add_argument("--anchor", type=Path,
+                        help="another bookgen checkout (with its .venv) to compare with")
     args = parser.parse_args()
-    print(f"{'method':<11} {'positions':>9} {'edges':>9} {'transp.':>8} {'in cycles':>9} "
-          f"{'graph s':>8} {'propag. s':>9} {'write s':>8} {'total s':>8} {'cpu s':>7} "
-          f"{'peak MB':>8} {'worker MB':>9}")
-    for size in args.sizes:
-        book = prepare(size)
+    anchor = None
+    if args.anchor:
+        anchor = str(args.anchor.resolve() / ".venv" / "bin" / "python")
+        if not Path(anchor).exists():
+            parser.error(f"{anchor}: no such file")
+    print(f"{'side':<7} {'method':<11} {'positions':>9} {'edges':>9} {'transp.':>8} "
+          f"{'in cycles':>9} {'graph s':>8} {'propag. s':>9} {'write s':>8} {'total s':>8} "
+          f"{'cpu s':>7} {'peak MB':>8} {'worker MB':>9}")
+    for book in args.books or [prepare(size) for size in args.sizes]:
         for method in args.methods:
-            s = measure(book, method)
-            t = s["seconds"]
-            print(f"{method:<11} {s['positions']:>9} {s['edges']:>9} "
-                  f"{s['transposition_edges']:>8} {s['positions_in_cycles']:>9} "
-                  f"{t['graph']:>8.1f} {t['propagate']:>9.1f} {t['write']:>8.1f} "
-                  f"{t['total']:>8.1f} {s['cpu_seconds']:>7.1f} {s['peak_mb']:>8.0f} "
-                  f"{s['worker_peak_mb']:>9.0f}", flush=True)
+            this = measure(book, method)
+            print(row("this", method, this), flush=True)
+            if anchor:
+                other = measure(book, method, anchor)
+                print(row("anchor", method, other), flush=True)
+                print(ratios(this, other), flush=True)
 
 
 if __name__ == "__main__":

@@ -302,7 +302,7 @@ class _Ranks(dict[bytes, int]):
         super().__init__()
         self.counts = [0]
         self.flags = [0]
-        self.squares = [(0,) * 9]     # cshogi's piece of each square, file 9 first
+        self.squares: list[tuple[int, ...]] = [(0,) * 9]   # cshogi's pieces, file 9 first
 
     def __missing__(self, rank: bytes) -> int:
         row = self._check(rank.decode("ascii", "replace"))

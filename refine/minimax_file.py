@@ -86,7 +86,6 @@ class _FileBook:
 
     sfens: list[str]
     ply: np.ndarray          # int64 [N] 0: none
-    zobrist: np.ndarray      # uint64 [N]
     turn: np.ndarray         # int8 [N]
     source: np.ndarray       # int64 [M] node of each move, ascending
     move: np.ndarray         # uint16 [M]
@@ -132,9 +131,9 @@ def _merge(blocks: list[Db2016Block]) -> _FileBook:
     node_of[nodes] = np.arange(len(nodes))
     node_sfens = [sfens[i] for i in first[nodes].tolist()]
     del sfens
-    return _FileBook(node_sfens, ply[nodes], joined("zobrist")[first[nodes]],
-                     joined("turn")[first[nodes]].astype(np.int8), node_of[owner[keep]],
-                     move[keep], joined("ponder")[keep], joined("value")[keep], count[keep])
+    return _FileBook(node_sfens, ply[nodes], joined("turn")[first[nodes]].astype(np.int8),
+                     node_of[owner[keep]], move[keep], joined("ponder")[keep],
+                     joined("value")[keep], count[keep])
 
 
 @cache
@@ -205,8 +204,8 @@ def refine_minimax_file(source: str | Path, out: str | Path,
                          ).astype(np.int32),
         "count": book.count, "linked": np.zeros(len(book.move), dtype=bool),
         "earlier": np.zeros(len(book.move), dtype=bool)}
-    graph = graph_from_rows(np.arange(1, nodes + 1, dtype=np.int64), book.sfens,
-                            book.zobrist, book.turn, move_rows, workers)
+    graph = graph_from_rows(np.arange(1, nodes + 1, dtype=np.int64), book.sfens, book.turn,
+                            move_rows, workers)
     del move_rows
     result = solve(graph, settings)
     fault_point("refine-minimax-file-propagated")

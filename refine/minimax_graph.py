@@ -8,10 +8,11 @@ a node is an *edge*; a book move whose child is not a node is a *leaf move*
 (its stored value is all the book knows about it).
 
 The book is read through its index (:data:`MINIMAX_INDEX`): every
-``moves`` row, with its raw value, count and child link. Child keys come from
-cshogi's zobrist hash after pushing each legal move; the ``positions.zobrist``
-column gives every node's key, and a key hit is confirmed by comparing sfens.
-Generating the moves of a large book is spread over worker processes.
+``moves`` row, with its raw value, count and child link. The legal moves
+between nodes come from :func:`bookgen.store.legal_edges.find_legal_edges`
+(child keys computed in numpy from each node's legal moves, exact by
+material and, for shared keys, by sfen), spread over worker processes for
+large books.
 
 Options are stored in CSR form: the options of node ``i`` are
 ``indptr[i]:indptr[i + 1]`` of the per-option arrays.
@@ -29,14 +30,13 @@ import os
 import time
 from dataclasses import dataclass
 
-import cshogi
 import numpy as np
 
 from bookgen.arrays import NULL
 from bookgen.store import Book, MoveRows, ValueColumn
 from bookgen.store.index import BookIndex, IndexSpec
+from bookgen.store.legal_edges import find_legal_edges
 from bookgen.values import MATE_VALUE
-from bookgen.workers.forked import fork_map
 
 __all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph",
            "graph_from_rows"]
@@ -46,13 +46,11 @@ KIND_BOOK_EDGE = 1     # book move into a node
 KIND_TRANSPOSITION = 2  # legal move into a node that the book does not store
 
 _USI_WIDTH = 5          # '7g7f+', 'P*5e'
-_PARALLEL_MIN_NODES = 20_000
-_CHUNK = 2_000
 
 # What the graph reads of a book: every moves row (transposition rows of an earlier
 # refine flagged by the own mask) with its raw value, count and whether its child is
-# linked; the nodes' sfens, keys and sides to move.
-MINIMAX_INDEX = IndexSpec(positions=frozenset({"turn", "zobrist"}), rows=MoveRows.ALL,
+# linked; the nodes' sfens and sides to move.
+MINIMAX_INDEX = IndexSpec(positions=frozenset({"turn"}), rows=MoveRows.ALL,
                           values=(ValueColumn.RAW,), edges=frozenset({"count", "own"}),
                           resolve_children=False, sfens=True)
 
@@ -94,14 +92,6 @@ class MinimaxGraph:
                 "leaf_moves": int((self.kind == KIND_LEAF).sum())}
 
 
-# -- child generation (runs in worker processes for large books) --------------
-
-_SFENS: list[str] = []
-_ZOBRIST_INDEX: dict[int, int] = {}      # unsigned zobrist -> node index, -1 if shared
-_SHARED_ZOBRIST: dict[int, list[int]] = {}
-_ZOBRIST_KEYS: set[int] | frozenset[int] = frozenset()
-
-
 def _usi_codes(moves: np.ndarray) -> np.ndarray:
     """An int64 per USI move (S5 bytes, 7 bits each), for joining on (node, move)."""
     raw = np.ascontiguousarray(moves, dtype=f"S{_USI_WIDTH}").view(np.uint8)
@@ -112,52 +102,6 @@ def _usi_codes(moves: np.ndarray) -> np.ndarray:
     return code
 
 
-def _children(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Legal moves into nodes for nodes ``start:stop``: (source, target, USI, in_check)."""
-    start, stop = span
-    board = cshogi.Board()
-    sfens, index, shared, keys = _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
-    push, pop, key, sfen = board.push, board.pop, board.zobrist_hash, board.sfen
-    to_usi = cshogi.move_to_usi
-    sources: list[int] = []
-    targets: list[int] = []
-    usis: list[str] = []
-    checks = np.zeros(stop - start, dtype=bool)
-    for node in range(start, stop):
-        board.set_sfen(sfens[node] + " 1")
-        checks[node - start] = board.is_check()
-        # Push, hash, pop and a set lookup per legal move; only key hits get the
-        # (slower) sfen comparison.
-        hits = [move for move in board.legal_moves if (push(move), key() in keys, pop())[1]]
-        for move in hits:
-            push(move)
-            found = index[key()]
-            child = sfen()
-            child = child[:child.rfind(" ")]
-            for candidate in (shared[key()] if found < 0 else (found,)):
-                if sfens[candidate] == child:
-                    sources.append(node)
-                    targets.append(candidate)
-                    usis.append(to_usi(move))
-                    break
-            pop()
-    return (np.array(sources, dtype=np.int32), np.array(targets, dtype=np.int32),
-            np.array(usis, dtype=f"S{_USI_WIDTH}"), checks)
-
-
-def _all_children(count: int, workers: int) -> tuple[np.ndarray, ...]:
-    """The legal moves into nodes of all ``count`` nodes: (source, target, USI,
-    in_check). With several workers on large books they run in forked processes,
-    which inherit the sfens and the zobrist index without copying."""
-    spans = [(start, min(start + _CHUNK, count)) for start in range(0, count, _CHUNK)]
-    parts = list(fork_map(_children, spans, workers if count >= _PARALLEL_MIN_NODES else 1,
-                          chunksize=4))
-    if not parts:
-        empty = np.zeros(0, dtype=np.int32)
-        return empty, empty, np.zeros(0, dtype=f"S{_USI_WIDTH}"), np.zeros(0, dtype=bool)
-    return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))
-
-
 def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(found, position) of each wanted key in an ascending array."""
     if not len(sorted_keys):
@@ -166,12 +110,12 @@ def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndar
     return sorted_keys[at] == wanted, at
 
 
-def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray,
+def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray,
                                     dict[str, np.ndarray]]:
-    """The nodes (positions with any moves row, by id: ids, sfens, unsigned zobrist
-    keys, sides to move) and every moves row ordered by (node, move): source node,
-    USI move, value clamped to +-MATE_VALUE (0 for none), count, child linked, a
-    transposition row of an earlier ``refine minimax`` (``earlier``)."""
+    """The nodes (positions with any moves row, by id: ids, sfens, sides to move)
+    and every moves row ordered by (node, move): source node, USI move, value
+    clamped to +-MATE_VALUE (0 for none), count, child linked, a transposition row
+    of an earlier ``refine minimax`` (``earlier``)."""
     index = BookIndex.load(book, MINIMAX_INDEX)
     rows = np.flatnonzero(index.has_moves)
     every_sfen = index.sfens()
@@ -189,51 +133,36 @@ def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarra
         "count": index.edge_count.astype(np.int64),
         "linked": index.edge_linked.astype(bool),
         "earlier": ~index.own_mask()}
-    return (index.ids[rows], sfens, _unsigned(index.column("zobrist")[rows]),
-            index.column("turn")[rows].astype(np.int8), moves)
+    return index.ids[rows], sfens, index.column("turn")[rows].astype(np.int8), moves
 
 
 # -- building ----------------------------------------------------------------------
 
 
-def _unsigned(zobrist: np.ndarray) -> np.ndarray:
-    return zobrist.astype(np.int64).view(np.uint64)
-
-
 def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     """Read ``book`` and find all its edges, transpositions included."""
     started = time.perf_counter()
-    position_ids, sfens, zobrists, turn, move_rows = _read_book(book)
-    return graph_from_rows(position_ids, sfens, zobrists, turn, move_rows, workers, started)
+    position_ids, sfens, turn, move_rows = _read_book(book)
+    return graph_from_rows(position_ids, sfens, turn, move_rows, workers, started)
 
 
-def graph_from_rows(position_ids: np.ndarray, sfens: list[str], zobrists: np.ndarray,
-                    turn: np.ndarray, move_rows: dict[str, np.ndarray],
-                    workers: int | None = None, started: float | None = None) -> MinimaxGraph:
-    """The graph of nodes (``position_ids``, ascending; ``sfens`` normalised; unsigned
-    ``zobrists``; ``turn``) and their moves rows ordered by node (``source`` node index,
-    ``move`` USI ``S5``, ``value`` clamped to +-MATE_VALUE with 0 for none, ``count``,
-    ``linked``: the row's child is linked, ``earlier``: a transposition row of an
-    earlier refine), whether they come from a book or from a file; finds every legal
-    edge between the nodes. ``started``: when the reading began (for ``seconds``)."""
-    global _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS
+def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray,
+                    move_rows: dict[str, np.ndarray], workers: int | None = None,
+                    started: float | None = None) -> MinimaxGraph:
+    """The graph of nodes (``position_ids``, ascending; ``sfens`` normalised; ``turn``)
+    and their moves rows ordered by node (``source`` node index, ``move`` USI ``S5``,
+    ``value`` clamped to +-MATE_VALUE with 0 for none, ``count``, ``linked``: the row's
+    child is linked, ``earlier``: a transposition row of an earlier refine), whether
+    they come from a book or from a file; finds every legal edge between the nodes.
+    ``started``: when the reading began (for ``seconds``)."""
     started = time.perf_counter() if started is None else started
     count = len(sfens)
-
-    index: dict[int, int] = {}
-    shared: dict[int, list[int]] = {}
-    for node, key in enumerate(zobrists.tolist()):
-        if key in index:
-            shared.setdefault(key, [index[key]] if index[key] >= 0 else []).append(node)
-            index[key] = -1
-        else:
-            index[key] = node
-    _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS = sfens, index, shared, set(index)
-    try:
-        hit_source, hit_target, hit_move, in_check = _all_children(
-            count, workers if workers is not None else min(2, os.cpu_count() or 1))
-    finally:
-        _SFENS, _ZOBRIST_INDEX, _SHARED_ZOBRIST, _ZOBRIST_KEYS = [], {}, {}, frozenset()
+    legal = find_legal_edges(sfens, workers if workers is not None
+                             else min(2, os.cpu_count() or 1))
+    del sfens
+    hit_source, hit_target, hit_move = legal.source, legal.target, legal.usi()
+    in_check = legal.in_check
+    del legal
 
     def keys(source: np.ndarray, move: np.ndarray) -> np.ndarray:
         return (source.astype(np.int64) << 35) | _usi_codes(move)

@@ -636,14 +636,14 @@ def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
     import numpy as np
 
     from bookgen.refine import minimax_graph as graph
-    from bookgen.store import Book
+    from bookgen.store import Book, legal_edges
 
     book = shuffle_book(4, positions=60, push_rate=0.3)
     path = import_book(tmp_path, book)
     with Book(path) as store:
         serial = graph.build_graph(store, workers=1)
-        monkeypatch.setattr(graph, "_PARALLEL_MIN_NODES", 0)
-        monkeypatch.setattr(graph, "_CHUNK", 7)
+        monkeypatch.setattr(legal_edges, "_PARALLEL_MIN_POSITIONS", 0)
+        monkeypatch.setattr(legal_edges, "_CHUNK", 7)
         parallel = graph.build_graph(store, workers=2)
     for name in GRAPH_FIELDS:
         assert np.array_equal(getattr(serial, name), getattr(parallel, name)), name
@@ -662,13 +662,12 @@ def old_read_book(store):
 
     conn = store.conn
     rows = conn.execute(
-        "SELECT p.id, p.sfen, p.zobrist, p.turn FROM positions p "
+        "SELECT p.id, p.sfen, p.turn FROM positions p "
         "WHERE EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) ORDER BY p.id"
     ).fetchall()
     position_ids = np.array([r[0] for r in rows], dtype=np.int64)
     sfens = [r[1] for r in rows]
-    zobrists = np.array([r[2] for r in rows], dtype=np.int64).view(np.uint64)
-    turn = np.array([r[3] for r in rows], dtype=np.int8)
+    turn = np.array([r[2] for r in rows], dtype=np.int8)
     refined = conn.execute("SELECT 1 FROM runs WHERE command = 'refine minimax' LIMIT 1"
                            ).fetchone() is not None
     moves = conn.execute(
@@ -680,7 +679,7 @@ def old_read_book(store):
     arrays = {name: np.array([row[i] for row in moves], dtype=dtype)
               for i, (name, dtype) in enumerate(zip(names, types))}
     arrays["source"] = np.searchsorted(position_ids, arrays["source"])
-    return position_ids, sfens, zobrists, turn, arrays
+    return position_ids, sfens, turn, arrays
 
 
 def test_graph_reads_the_book_index_as_the_sql_reader_did(tmp_path, monkeypatch):
@@ -707,13 +706,13 @@ def test_graph_reads_the_book_index_as_the_sql_reader_did(tmp_path, monkeypatch)
     for path in (imported, refined, grown):
         with Book(path) as store:
             new_inputs, old_inputs = graph._read_book(store), old_read_book(store)
-            for new, old in zip(new_inputs[:4], old_inputs[:4]):
+            for new, old in zip(new_inputs[:3], old_inputs[:3]):
                 assert np.array_equal(new, old)
                 assert getattr(new, "dtype", None) == getattr(old, "dtype", None)
-            assert list(new_inputs[4]) == list(old_inputs[4])
-            for name, column in old_inputs[4].items():
-                assert np.array_equal(new_inputs[4][name], column), name
-                assert new_inputs[4][name].dtype == column.dtype, name
+            assert list(new_inputs[3]) == list(old_inputs[3])
+            for name, column in old_inputs[3].items():
+                assert np.array_equal(new_inputs[3][name], column), name
+                assert new_inputs[3][name].dtype == column.dtype, name
             new_graph = graph.build_graph(store, workers=1)
             with monkeypatch.context() as patch:
                 patch.setattr(graph, "_read_book", old_read_book)

@@ -745,7 +745,7 @@ def _numbers(column: np.ndarray) -> list[str]:
     if not inside.all():
         outside = np.flatnonzero(~inside)
         text[outside] = [("none" if n == NONE else str(n)) for n in column[outside].tolist()]
-    return text.tolist()  # type: ignore[no-any-return]
+    return text.tolist()
 
 
 _columns: dict[str, Any] = {}   # what _format_rows reads; forked workers inherit it
