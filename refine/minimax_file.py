@@ -33,12 +33,20 @@ from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_output, check_output
 from bookgen.formats import detect_format
-from bookgen.formats.db2016 import NONE, Db2016Block, read_db2016, usi_names, write_db2016_columns
+from bookgen.formats.db2016 import (
+    NONE,
+    Db2016Block,
+    format_columns,
+    read_db2016,
+    usi_names,
+    write_db2016_header,
+)
 from bookgen.refine.minimax import MinimaxSettings, peak_memory_mb, solve
-from bookgen.refine.minimax_graph import graph_from_rows
-from bookgen.refine.retrograde import DEPTH_INF
+from bookgen.refine.minimax_graph import MinimaxGraph, graph_from_rows
+from bookgen.refine.retrograde import DEPTH_INF, Propagation
 from bookgen.signals import fault_point
 from bookgen.values import MATE_VALUE
+from bookgen.workers.forked import fork_map
 
 __all__ = ["OUTPUT_FORMATS", "MinimaxFileSeconds", "MinimaxFileSummary", "refine_minimax_file"]
 
@@ -98,38 +106,51 @@ def _merge(blocks: list[Db2016Block]) -> _FileBook:
     """The positions and moves of ``blocks`` merged as an import into an empty book
     merges them (:class:`bookgen.store.BulkWriter`), keeping the positions with moves."""
     sfens = [sfen for block in blocks for sfen in block.sfen]
-    index: dict[str, int] = {}
-    setdefault = index.setdefault
-    position = np.fromiter((setdefault(sfen, len(index)) for sfen in sfens), dtype=np.int64,
-                           count=len(sfens))
-    unique = len(index)
-    del index
 
     def joined(name: str) -> np.ndarray:
         return np.concatenate([getattr(block, name) for block in blocks])
 
+    zobrist = joined("zobrist")
     offsets = np.cumsum([0] + [len(block) for block in blocks])
-    file_ply = joined("ply")
-    unknown = np.iinfo(np.int64).max
-    ply = np.full(unique, unknown, dtype=np.int64)
-    np.minimum.at(ply, position, np.where(file_ply > 0, file_ply, unknown))
-    ply[ply == unknown] = 0
-    first = np.full(unique, len(sfens), dtype=np.int64)
-    np.minimum.at(first, position, np.arange(len(sfens)))
-    owner = position[np.concatenate([block.position + offset
-                                     for block, offset in zip(blocks, offsets.tolist())])]
+    file_position = np.concatenate([block.position.astype(np.int64) + offset
+                                    for block, offset in zip(blocks, offsets.tolist())])
+    if len(np.unique(zobrist)) == len(sfens):   # no position twice (the usual case)
+        position = np.arange(len(sfens), dtype=np.int64)
+        ply = joined("ply")
+        first = position
+    else:
+        index: dict[str, int] = {}
+        setdefault = index.setdefault
+        position = np.fromiter((setdefault(sfen, len(index)) for sfen in sfens),
+                               dtype=np.int64, count=len(sfens))
+        unique = len(index)
+        del index
+        unknown = np.iinfo(np.int64).max
+        ply = np.full(unique, unknown, dtype=np.int64)
+        file_ply = joined("ply")
+        np.minimum.at(ply, position, np.where(file_ply > 0, file_ply, unknown))
+        ply[ply == unknown] = 0
+        first = np.full(unique, len(sfens), dtype=np.int64)
+        np.minimum.at(first, position, np.arange(len(sfens)))
+    owner = position[file_position]
     move, depth, count = joined("move"), joined("depth"), joined("count")
-    # One row per (position, move): the deepest, then the most counted, then the first.
-    deep = np.where(depth == NONE, -1, depth)
-    order = np.lexsort((np.arange(len(move)), -count, -deep, move, owner))
-    key = owner[order] << 16 | move[order]
-    keep = order[np.concatenate(([True], key[1:] != key[:-1]))] if len(key) else order
-    has_moves = np.zeros(unique, dtype=bool)
+    key = owner << 16 | move
+    order = np.argsort(key, kind="stable")
+    repeated = key[order[1:]] == key[order[:-1]]
+    if repeated.any():
+        # One row per (position, move): the deepest, then the most counted, then the first.
+        deep = np.where(depth == NONE, -1, depth)
+        order = np.lexsort((np.arange(len(move)), -count, -deep, move, owner))
+        key = key[order]
+        order = order[np.concatenate(([True], key[1:] != key[:-1]))]
+    keep = order
+    has_moves = np.zeros(len(first), dtype=bool)
     has_moves[owner[keep]] = True
     nodes = np.flatnonzero(has_moves)
-    node_of = np.full(unique, -1, dtype=np.int64)
+    node_of = np.full(len(first), -1, dtype=np.int64)
     node_of[nodes] = np.arange(len(nodes))
-    node_sfens = [sfens[i] for i in first[nodes].tolist()]
+    node_sfens = sfens if len(nodes) == len(sfens) else [sfens[i]
+                                                           for i in first[nodes].tolist()]
     del sfens
     return _FileBook(node_sfens, ply[nodes], joined("turn")[first[nodes]].astype(np.int8),
                      node_of[owner[keep]], move[keep], joined("ponder")[keep],
@@ -146,11 +167,17 @@ def _usi_s5(move16: np.ndarray) -> np.ndarray:
     return _usi_table()[move16]
 
 
-def _moves16(usi: np.ndarray) -> np.ndarray:
-    """move16 of USI texts (``S5``)."""
+@cache
+def _usi_sorted() -> tuple[np.ndarray, np.ndarray]:
     table = _usi_table()[: 1 << 15]
     order = np.argsort(table)
-    return order[np.searchsorted(table[order], usi)].astype(np.uint16)
+    return table[order], order.astype(np.uint16)
+
+
+def _moves16(usi: np.ndarray) -> np.ndarray:
+    """move16 of USI texts (``S5``)."""
+    table, moves = _usi_sorted()
+    return moves[np.searchsorted(table, usi)]
 
 
 def _check_files(source: Path, out: Path) -> str:
@@ -165,6 +192,40 @@ def _check_files(source: Path, out: Path) -> str:
         raise BookgenError(f"{source}: not a DB2016 book; the file-to-file refine reads "
                            "DB2016 books")
     return OUTPUT_FORMATS[suffix]
+
+
+_job: dict[str, Any] = {}   # what _blocks_text reads; forked workers inherit it
+
+
+def _blocks_text(span: tuple[int, int]) -> tuple[bytes, int, int]:
+    """The blocks of the positions ``start:stop`` in sfen order, as text: their options
+    in writing order with the values written (:func:`minimax_order`); and the numbers
+    of moves and of transposition moves written."""
+    start, stop = span
+    book: _FileBook = _job["book"]
+    graph: MinimaxGraph = _job["graph"]
+    result: Propagation = _job["result"]
+    nodes = _job["order"][start:stop]
+    starts, stops = graph.indptr[nodes], graph.indptr[nodes + 1]
+    options = ranges(starts, stops)
+    indptr = np.concatenate(([0], np.cumsum(stops - starts)))
+    row = graph.row[options]
+    stored = row >= 0
+    safe = np.where(stored, row, 0)
+    move16 = np.where(stored, book.move[safe], 0).astype(np.uint16)
+    if not stored.all():
+        move16[~stored] = _moves16(graph.move[options[~stored]])
+    depth = result.option_depth[options].astype(np.int64)
+    depth = np.where(depth >= DEPTH_INF, -1, depth)
+    count = graph.count[options]
+    arranged, written = minimax_order(indptr, move16, result.option_value[options], depth,
+                                      count, _job["draws"][graph.turn[nodes]])
+    ponder = np.where(stored, book.ponder[safe], 0).astype(np.uint16)
+    depth = depth[arranged]
+    text = format_columns([book.sfens[i] for i in nodes.tolist()], book.ply[nodes], indptr,
+                          move16[arranged], ponder[arranged], written[arranged],
+                          np.where(depth < 0, NONE, depth), count[arranged])
+    return text, len(options), int((~stored).sum())
 
 
 def refine_minimax_file(source: str | Path, out: str | Path,
@@ -212,34 +273,27 @@ def refine_minimax_file(source: str | Path, out: str | Path,
 
     write_started = time.perf_counter()
     order = np.array(sorted(range(nodes), key=book.sfens.__getitem__), dtype=np.int64)
-    starts, stops = graph.indptr[order], graph.indptr[order + 1]
-    options = ranges(starts, stops)
-    indptr = np.concatenate(([0], np.cumsum(stops - starts)))
-    row = graph.row[options]
-    move16 = np.where(row >= 0, book.move[np.maximum(row, 0)], 0).astype(np.uint16)
-    transposition = row < 0
-    if transposition.any():
-        move16[transposition] = _moves16(graph.move[options[transposition]])
-    depth = result.option_depth[options].astype(np.int64)
-    depth = np.where(depth >= DEPTH_INF, -1, depth)
-    count = graph.count[options]
     draws = np.array([settings.draws.cp(0), settings.draws.cp(1)], dtype=np.int64)
-    arranged, written = minimax_order(indptr, move16, result.option_value[options], depth,
-                                      count, draws[graph.turn[order]])
-    ponder = np.where(row >= 0, book.ponder[np.maximum(row, 0)], 0).astype(np.uint16)
-    with atomic_output(out) as temporary, open(temporary, "wb") as handle:
-        positions, moves = write_db2016_columns(
-            handle, [book.sfens[i] for i in order.tolist()], book.ply[order], indptr,
-            move16[arranged], ponder[arranged], written[arranged],
-            np.where(depth[arranged] < 0, NONE, depth[arranged]), count[arranged],
-            rows=_WRITE_ROWS, after_rows=lambda: fault_point("refine-minimax-file-writing"),
-            workers=workers)
+    spans = [(start, min(start + _WRITE_ROWS, nodes)) for start in range(0, nodes, _WRITE_ROWS)]
+    moves = transpositions = 0
+    _job.update(book=book, graph=graph, result=result, order=order, draws=draws)
+    try:
+        with atomic_output(out) as temporary, open(temporary, "wb") as handle:
+            write_db2016_header(handle)
+            for text, written, new in fork_map(_blocks_text, spans,
+                                               workers if len(spans) > 1 else 1):
+                handle.write(text)
+                moves += written
+                transpositions += new
+                fault_point("refine-minimax-file-writing")
+    finally:
+        _job.clear()
     write_seconds = time.perf_counter() - write_started
 
     counts.update(graph.counts())
     counts.update(result.counts)
-    counts.update(positions_written=positions, moves_written=moves,
-                  transposition_moves=int(transposition.sum()))
+    counts.update(positions_written=nodes, moves_written=moves,
+                  transposition_moves=transpositions)
     seconds = MinimaxFileSeconds(read=round(read_seconds, 3), graph=round(graph.seconds, 3),
                                  propagate=round(result.seconds, 3),
                                  write=round(write_seconds, 3),

@@ -182,20 +182,41 @@ def _writing_order(owner: np.ndarray, chosen: np.ndarray, written: np.ndarray,
     count (high first) and move text. One sort on a key that leaves the counts out,
     then the positions where two moves of a written value have different counts
     sorted again with them."""
+    if not len(owner):
+        return np.zeros(0, dtype=np.int64)
     later = (~chosen).astype(np.int64)
-    if not len(owner) or not (-(1 << 17) < written.min() and written.max() < 1 << 17
-                              and owner[-1] < 1 << 24):
+    lowered = written.max() - written       # high first
+    order = _packed_order([owner, later, lowered, rank])
+    if order is None:
         return np.lexsort((rank, -count, -written, later, owner))
-    key = owner << 40 | later << 39 | ((1 << 17) - written) << 21 | rank
-    order = np.argsort(key, kind="stable")
-    same = key[order[1:]] >> 21 == key[order[:-1]] >> 21
+    head = (owner << 1 | later)[order]
+    same = (head[1:] == head[:-1]) & (lowered[order[1:]] == lowered[order[:-1]])
     clash = same & (count[order[1:]] != count[order[:-1]])
     if clash.any():
-        again = np.isin(owner[order], owner[order[1:][clash]])
+        marked = np.zeros(int(owner[-1]) + 1, dtype=bool)
+        marked[owner[order[1:][clash]]] = True
+        again = marked[owner[order]]
         moves = order[again]
-        order[again] = moves[np.lexsort((rank[moves], -count[moves], -written[moves],
-                                          later[moves], owner[moves]))]
+        group = np.cumsum(np.diff(owner[moves], prepend=owner[moves[0]]) != 0)
+        fewer = count[moves].max() - count[moves]
+        sub = _packed_order([group, later[moves], lowered[moves], fewer, rank[moves]])
+        if sub is None:
+            sub = np.lexsort((rank[moves], -count[moves], -written[moves], later[moves],
+                              owner[moves]))
+        order[again] = moves[sub]
     return order
+
+
+def _packed_order(keys: list[np.ndarray]) -> np.ndarray | None:
+    """The stable order of rows by non-negative ``keys`` (the first decides first),
+    through one int64 packing them; None if they do not fit in 63 bits."""
+    widths = [max(int(key.max()).bit_length(), 1) for key in keys]
+    if sum(widths) > 63:
+        return None
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    for key, width in zip(keys, widths):
+        packed = packed << width | key
+    return np.argsort(packed, kind="stable")
 
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:

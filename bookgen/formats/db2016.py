@@ -20,8 +20,8 @@ decides and says what is wrong: both give the same result for any line.
 Writing produces normalised sfens with the minimum ply, blocks sorted by sfen
 (byte order, as YaneuraOu's on-the-fly reader binary-searches) and moves best
 first: :func:`write_db2016` from blocks of :class:`~bookgen.store.BookMove`,
-:func:`write_db2016_columns` from columns; both through :func:`format_block`'s
-line format.
+:func:`format_columns` from columns (after :func:`write_db2016_header`), in the
+same line format.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, TextIO, overload
+from typing import BinaryIO, Literal, TextIO, overload
 
 import cshogi
 import numpy as np
@@ -52,9 +52,9 @@ from bookgen.store import BookMove
 from bookgen.workers.forked import fork_map
 
 __all__ = ["CHUNK_BYTES", "DEFAULT_COUNT", "DEFAULT_DEPTH", "DEFAULT_VALUE", "HEADER", "NONE",
-           "PARALLEL_MIN_BYTES", "Db2016Block", "format_block", "iter_lines", "move_fields",
-           "parse_chunk", "read_db2016", "sniff_encoding", "text_blocks", "usi_names",
-           "write_db2016", "write_db2016_columns"]
+           "PARALLEL_MIN_BYTES", "Db2016Block", "format_block", "format_columns", "iter_lines",
+           "move_fields", "parse_chunk", "read_db2016", "sniff_encoding", "text_blocks",
+           "usi_names", "write_db2016", "write_db2016_header"]
 
 HEADER = "#YANEURAOU-DB2016 1.00"
 
@@ -748,25 +748,20 @@ def _numbers(column: np.ndarray) -> list[str]:
     return text.tolist()
 
 
-_columns: dict[str, Any] = {}   # what _format_rows reads; forked workers inherit it
-
-
-def _format_rows(span: tuple[int, int]) -> bytes:
-    """The text of positions ``start:stop`` of :func:`write_db2016_columns`' columns."""
-    start, stop = span
-    c = _columns
-    indptr = c["indptr"]
-    first, last = int(indptr[start]), int(indptr[stop])
-    names = c["names"]
-    lines = list(map(" ".join, zip(names[c["move"][first:last]].tolist(),
-                                   names[c["ponder"][first:last]].tolist(),
-                                   _numbers(c["value"][first:last]),
-                                   _numbers(c["depth"][first:last]),
-                                   _numbers(c["count"][first:last]))))
-    heads = [f"sfen {sfen} {ply}" for sfen, ply in zip(c["sfens"][start:stop],
-                                                        c["ply"][start:stop].tolist())]
+def format_columns(sfens: Sequence[str], ply: np.ndarray, indptr: np.ndarray,
+                   move: np.ndarray, ponder: np.ndarray, value: np.ndarray,
+                   depth: np.ndarray, count: np.ndarray) -> bytes:
+    """The blocks of positions ``sfens`` as :func:`write_db2016` writes them, from
+    columns: ``ply`` (0: none); the moves of position ``i`` are ``indptr[i]:indptr[i +
+    1]`` of ``move`` and ``ponder`` (``move16``, 0: none), ``value`` and ``depth``
+    (:data:`NONE`: none) and ``count``, in the order written."""
+    first = int(indptr[0])
+    names = _names_or_none()
+    lines = list(map(" ".join, zip(names[move].tolist(), names[ponder].tolist(),
+                                   _numbers(value), _numbers(depth), _numbers(count))))
+    heads = [f"sfen {sfen} {ply}" for sfen, ply in zip(sfens, ply.tolist())]
     text = np.empty(len(heads) + len(lines), dtype=object)
-    at_head = indptr[start:stop] - first + np.arange(stop - start)
+    at_head = indptr[:-1] - first + np.arange(len(heads))
     is_head = np.zeros(len(text), dtype=bool)
     is_head[at_head] = True
     text[at_head] = heads
@@ -774,32 +769,16 @@ def _format_rows(span: tuple[int, int]) -> bytes:
     return ("\n".join(text.tolist()) + "\n").encode()
 
 
-def write_db2016_columns(out: BinaryIO, sfens: Sequence[str], ply: np.ndarray,
-                         indptr: np.ndarray, move: np.ndarray, ponder: np.ndarray,
-                         value: np.ndarray, depth: np.ndarray, count: np.ndarray,
-                         noe: int | None = None, rows: int = 1 << 15,
-                         after_rows: Callable[[], object] | None = None,
-                         workers: int = 1) -> tuple[int, int]:
-    """:func:`write_db2016` from columns: positions ``sfens`` (sorted) with ``ply``
-    (0: none) whose moves are ``indptr[i]:indptr[i + 1]`` of ``move``, ``ponder``
-    (``move16``, 0: none), ``value``, ``depth`` (:data:`NONE`: none) and ``count``, in
-    the order written. Writes bytes, ``rows`` positions at a time (``after_rows`` is
-    called after each), formatted on ``workers`` forked processes; returns the
-    positions and moves written."""
+@cache
+def _names_or_none() -> np.ndarray:
+    names = usi_names().copy()
+    names[0] = "none"
+    return names
+
+
+def write_db2016_header(out: BinaryIO, noe: int | None = None) -> None:
+    """The first line of a DB2016 file and, with ``noe``, a ``# NOE:n,SORTED`` line
+    (then :func:`format_columns`' blocks)."""
     out.write((HEADER + "\n").encode())
     if noe is not None:
         out.write(f"# NOE:{noe},SORTED\n".encode())
-    names = usi_names().copy()
-    names[0] = "none"
-    total = len(sfens)
-    _columns.update(sfens=sfens, ply=ply, indptr=indptr, move=move, ponder=ponder,
-                    value=value, depth=depth, count=count, names=names)
-    spans = [(start, min(start + rows, total)) for start in range(0, total, rows)]
-    try:
-        for text in fork_map(_format_rows, spans, workers if len(spans) > 1 else 1):
-            out.write(text)
-            if after_rows is not None:
-                after_rows()
-    finally:
-        _columns.clear()
-    return total, int(indptr[total])
