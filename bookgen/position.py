@@ -322,6 +322,8 @@ class _Ranks(dict[bytes, int]):
                 file -= int(token)
                 squares += [0] * int(token)
                 continue
+            if file < 1:
+                return 0        # more than 9 squares
             squares.append(_PIECE_CODES[token])
             letter = token[-1]
             upper = letter.upper()

@@ -95,6 +95,7 @@ class _FileBook:
     sfens: list[str]
     ply: np.ndarray          # int64 [N] 0: none
     turn: np.ndarray         # int8 [N]
+    book_key: np.ndarray     # uint64 [N] cshogi's book key
     source: np.ndarray       # int64 [M] node of each move, ascending
     move: np.ndarray         # uint16 [M]
     ponder: np.ndarray       # uint16 [M]
@@ -153,8 +154,8 @@ def _merge(blocks: list[Db2016Block]) -> _FileBook:
                                                            for i in first[nodes].tolist()]
     del sfens
     return _FileBook(node_sfens, ply[nodes], joined("turn")[first[nodes]].astype(np.int8),
-                     node_of[owner[keep]], move[keep], joined("ponder")[keep],
-                     joined("value")[keep], count[keep])
+                     joined("book_key")[first[nodes]], node_of[owner[keep]], move[keep],
+                     joined("ponder")[keep], joined("value")[keep], count[keep])
 
 
 @cache
@@ -266,7 +267,7 @@ def refine_minimax_file(source: str | Path, out: str | Path,
         "count": book.count, "linked": np.zeros(len(book.move), dtype=bool),
         "earlier": np.zeros(len(book.move), dtype=bool)}
     graph = graph_from_rows(np.arange(1, nodes + 1, dtype=np.int64), book.sfens, book.turn,
-                            move_rows, workers)
+                            move_rows, workers, book_keys=book.book_key)
     del move_rows
     result = solve(graph, settings)
     fault_point("refine-minimax-file-propagated")

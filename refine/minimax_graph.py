@@ -148,17 +148,19 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
 
 def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray,
                     move_rows: dict[str, np.ndarray], workers: int | None = None,
-                    started: float | None = None) -> MinimaxGraph:
+                    started: float | None = None, book_keys: np.ndarray | None = None
+                    ) -> MinimaxGraph:
     """The graph of nodes (``position_ids``, ascending; ``sfens`` normalised; ``turn``)
     and their moves rows ordered by node (``source`` node index, ``move`` USI ``S5``,
     ``value`` clamped to +-MATE_VALUE with 0 for none, ``count``, ``linked``: the row's
     child is linked, ``earlier``: a transposition row of an earlier refine), whether
     they come from a book or from a file; finds every legal edge between the nodes.
-    ``started``: when the reading began (for ``seconds``)."""
+    ``started``: when the reading began (for ``seconds``); ``book_keys``: the nodes' book
+    keys where the caller has them (:func:`bookgen.store.legal_edges.find_legal_edges`)."""
     started = time.perf_counter() if started is None else started
     count = len(sfens)
     legal = find_legal_edges(sfens, workers if workers is not None
-                             else min(2, os.cpu_count() or 1))
+                             else min(2, os.cpu_count() or 1), book_keys)
     del sfens
     hit_source, hit_target, hit_move = legal.source, legal.target, legal.usi()
     in_check = legal.in_check

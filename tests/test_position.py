@@ -408,7 +408,8 @@ def test_screen_sfens_agrees_with_parse_sfen():
               "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b bP",
               "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSN1L b -",
               "lnsgkgsnl/1r5b1/ppppppppp/54/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -",
-              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 19P"]
+              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 19P",
+              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/5PPPPPPPPP/1B5R1/LNSGKGSNL b -"]
     fields = [s.split(" ") for s in sfens]
     ok = screen_sfens([f[0].encode() for f in fields],
                       np.array([f[1] == "w" for f in fields]), [f[2].encode() for f in fields])

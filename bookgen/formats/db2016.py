@@ -245,7 +245,8 @@ class Db2016Block:
     """The valid positions and moves of a piece of a DB2016 file, in file order.
 
     Positions: ``sfen`` (normalised, no move number), ``ply`` (0: none), ``zobrist``
-    (cshogi's, unsigned), ``turn`` (0 black), ``in_check`` (the side to move).
+    (cshogi's, unsigned), ``book_key`` (cshogi's Apery book key), ``turn`` (0 black),
+    ``in_check`` (the side to move).
     Moves: ``position`` (index into this block's positions), ``move`` and ``ponder``
     (``move16``; ponder 0: none), ``value`` and ``depth`` (:data:`NONE`: none),
     ``count``. ``problems`` (line, reason) in line order, ``skipped`` by kind (the
@@ -256,6 +257,7 @@ class Db2016Block:
     sfen: list[str]
     ply: np.ndarray
     zobrist: np.ndarray
+    book_key: np.ndarray
     turn: np.ndarray
     in_check: np.ndarray
     position: np.ndarray
@@ -536,8 +538,10 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
     set_sfen, is_check, legal = board.set_sfen, board.is_check, board.is_legal
     push, pop, from16, zobrist_hash = board.push, board.pop, board.move_from_move16, \
         board.zobrist_hash
+    book_key = board.book_key
     valid = np.zeros(n_positions, dtype=bool)
     zobrist = np.zeros(n_positions, dtype=np.uint64)
+    keys = np.zeros(n_positions, dtype=np.uint64)
     turn = np.zeros(n_positions, dtype=np.int8)
     in_check = np.zeros(n_positions, dtype=bool)
     sfens: list[str] = [""] * n_positions
@@ -573,6 +577,7 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
         valid[index] = True
         sfens[index] = normal
         zobrist[index] = zobrist_hash()
+        keys[index] = book_key()
         turn[index] = board.turn
         in_check[index] = is_check()
         for j in range(bounds[index], bounds[index + 1]):
@@ -648,6 +653,7 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
                        for kind in sorted(first_skip, key=first_skip.__getitem__)})
     return Db2016Block(
         sfen=[sfens[i] for i in kept.tolist()], ply=ply[kept], zobrist=zobrist[kept],
+        book_key=keys[kept],
         turn=turn[kept], in_check=in_check[kept],
         position=position_index[move_owner[order]].astype(np.int32),
         move=column(fast.move, fields[:, 0], np.uint16),
