@@ -21,7 +21,6 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ from bookgen.formats.db2016 import (
     Db2016Block,
     format_columns,
     read_db2016,
-    usi_names,
     write_db2016_header,
 )
 from bookgen.refine.minimax import MinimaxSettings, peak_memory_mb, solve
@@ -115,7 +113,8 @@ def _merge(blocks: list[Db2016Block]) -> _FileBook:
     offsets = np.cumsum([0] + [len(block) for block in blocks])
     file_position = np.concatenate([block.position.astype(np.int64) + offset
                                     for block, offset in zip(blocks, offsets.tolist())])
-    if len(np.unique(zobrist)) == len(sfens):   # no position twice (the usual case)
+    zobrist.sort()
+    if not (zobrist[1:] == zobrist[:-1]).any():   # no position twice (the usual case)
         position = np.arange(len(sfens), dtype=np.int64)
         ply = joined("ply")
         first = position
@@ -158,29 +157,6 @@ def _merge(blocks: list[Db2016Block]) -> _FileBook:
                      joined("ponder")[keep], joined("value")[keep], count[keep])
 
 
-@cache
-def _usi_table() -> np.ndarray:
-    """S5 [65536]: the USI text of each move16 (empty where none)."""
-    return np.array([(name or "").encode() for name in usi_names().tolist()], dtype="S5")
-
-
-def _usi_s5(move16: np.ndarray) -> np.ndarray:
-    return _usi_table()[move16]
-
-
-@cache
-def _usi_sorted() -> tuple[np.ndarray, np.ndarray]:
-    table = _usi_table()[: 1 << 15]
-    order = np.argsort(table)
-    return table[order], order.astype(np.uint16)
-
-
-def _moves16(usi: np.ndarray) -> np.ndarray:
-    """move16 of USI texts (``S5``)."""
-    table, moves = _usi_sorted()
-    return moves[np.searchsorted(table, usi)]
-
-
 def _check_files(source: Path, out: Path) -> str:
     if not source.is_file():
         raise BookgenError(f"{source}: no such file")
@@ -213,9 +189,7 @@ def _blocks_text(span: tuple[int, int]) -> tuple[bytes, int, int]:
     row = graph.row[options]
     stored = row >= 0
     safe = np.where(stored, row, 0)
-    move16 = np.where(stored, book.move[safe], 0).astype(np.uint16)
-    if not stored.all():
-        move16[~stored] = _moves16(graph.move[options[~stored]])
+    move16 = graph.move16[options]
     depth = result.option_depth[options].astype(np.int64)
     depth = np.where(depth >= DEPTH_INF, -1, depth)
     count = graph.count[options]
@@ -261,7 +235,7 @@ def refine_minimax_file(source: str | Path, out: str | Path,
 
     nodes = len(book.sfens)
     move_rows = {
-        "source": book.source, "move": _usi_s5(book.move),
+        "source": book.source, "move16": book.move,
         "value": np.clip(np.where(book.value == NONE, 0, book.value), -MATE_VALUE, MATE_VALUE
                          ).astype(np.int32),
         "count": book.count, "linked": np.zeros(len(book.move), dtype=bool),

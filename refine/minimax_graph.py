@@ -33,9 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from bookgen.arrays import NULL
+from bookgen.formats.move16 import usi_to_move16
 from bookgen.store import Book, MoveRows, ValueColumn
 from bookgen.store.index import BookIndex, IndexSpec
-from bookgen.store.legal_edges import find_legal_edges
+from bookgen.store.legal_edges import find_legal_edges, move16_usi
 from bookgen.values import MATE_VALUE
 
 __all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph",
@@ -45,7 +46,6 @@ KIND_LEAF = 0          # book move whose child is not a book position with moves
 KIND_BOOK_EDGE = 1     # book move into a node
 KIND_TRANSPOSITION = 2  # legal move into a node that the book does not store
 
-_USI_WIDTH = 5          # '7g7f+', 'P*5e'
 
 # What the graph reads of a book: every moves row (transposition rows of an earlier
 # refine flagged by the own mask) with its raw value, count and whether its child is
@@ -68,6 +68,7 @@ class MinimaxGraph:
     value: np.ndarray          # int32 [E] stored value clamped to +-MATE_VALUE, 0 if NULL
     count: np.ndarray          # int64 [E] stored count (0 for transposition edges)
     move: np.ndarray           # S5 [E] USI move
+    move16: np.ndarray         # uint16 [E] the same as cshogi's move16
     stored: np.ndarray         # bool [E] a moves row exists (book move, earlier transposition)
     child_linked: np.ndarray   # bool [E] the row's child_id is already set
     row: np.ndarray            # int64 [E] the book move row of each option, -1 for the others
@@ -90,16 +91,6 @@ class MinimaxGraph:
                 "book_edges": int((self.kind == KIND_BOOK_EDGE).sum()),
                 "transposition_edges": int((self.kind == KIND_TRANSPOSITION).sum()),
                 "leaf_moves": int((self.kind == KIND_LEAF).sum())}
-
-
-def _usi_codes(moves: np.ndarray) -> np.ndarray:
-    """An int64 per USI move (S5 bytes, 7 bits each), for joining on (node, move)."""
-    raw = np.ascontiguousarray(moves, dtype=f"S{_USI_WIDTH}").view(np.uint8)
-    raw = raw.reshape(-1, _USI_WIDTH).astype(np.int64)
-    code = np.zeros(len(moves), dtype=np.int64)
-    for column in range(_USI_WIDTH):
-        code = (code << 7) | raw[:, column]
-    return code
 
 
 def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +118,7 @@ def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray,
     assert index.edge_count is not None
     moves = {
         "source": node_of_row[index.edge_rows()],
-        "move": np.array(index.move_names, dtype=f"S{_USI_WIDTH}")[index.edge_move],
+        "move16": usi_to_move16(index.move_names)[index.edge_move],
         "value": np.clip(np.where(value == NULL, 0, value), -MATE_VALUE, MATE_VALUE
                          ).astype(np.int32),
         "count": index.edge_count.astype(np.int64),
@@ -151,7 +142,7 @@ def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray
                     started: float | None = None, book_keys: np.ndarray | None = None
                     ) -> MinimaxGraph:
     """The graph of nodes (``position_ids``, ascending; ``sfens`` normalised; ``turn``)
-    and their moves rows ordered by node (``source`` node index, ``move`` USI ``S5``,
+    and their moves rows ordered by node (``source`` node index, ``move16`` cshogi's,
     ``value`` clamped to +-MATE_VALUE with 0 for none, ``count``, ``linked``: the row's
     child is linked, ``earlier``: a transposition row of an earlier refine), whether
     they come from a book or from a file; finds every legal edge between the nodes.
@@ -162,18 +153,18 @@ def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray
     legal = find_legal_edges(sfens, workers if workers is not None
                              else min(2, os.cpu_count() or 1), book_keys)
     del sfens
-    hit_source, hit_target, hit_move = legal.source, legal.target, legal.usi()
+    hit_source, hit_target, hit_move = legal.source, legal.target, legal.move16
     in_check = legal.in_check
     del legal
 
     def keys(source: np.ndarray, move: np.ndarray) -> np.ndarray:
-        return (source.astype(np.int64) << 35) | _usi_codes(move)
+        return (source.astype(np.int64) << 16) | move
 
     hit_keys = keys(hit_source, hit_move)
     order = np.argsort(hit_keys, kind="stable")
     hit_keys, hit_source, hit_target, hit_move = (
         hit_keys[order], hit_source[order], hit_target[order], hit_move[order])
-    row_keys = keys(move_rows["source"], move_rows["move"])
+    row_keys = keys(move_rows["source"], move_rows["move16"])
     earlier = move_rows["earlier"]   # transposition rows of an earlier refine
     real = ~earlier
 
@@ -183,8 +174,8 @@ def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray
     # Earlier transposition rows that are no longer edges are removed.
     still, _ = _sorted_member(hit_keys, row_keys[earlier])
     stale_rows = np.nonzero(earlier)[0][~still]
-    stale = [(int(position_ids[move_rows["source"][i]]), move_rows["move"][i].decode())
-             for i in stale_rows]
+    stale = [(int(position_ids[move_rows["source"][i]]),
+              move16_usi(move_rows["move16"][i:i + 1])[0].decode()) for i in stale_rows]
     # Transposition edges: legal moves into nodes that are not book moves.
     real_sorted = np.sort(row_keys[real])
     extra = ~_sorted_member(real_sorted, hit_keys)[0]
@@ -201,7 +192,7 @@ def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray
                            np.full(n_extra, KIND_TRANSPOSITION)]).astype(np.int8)
     value = np.concatenate([move_rows["value"][real], np.zeros(n_extra, dtype=np.int32)])
     counts = np.concatenate([move_rows["count"][real], np.zeros(n_extra, dtype=np.int64)])
-    moves = np.concatenate([move_rows["move"][real], hit_move[extra]])
+    moves = np.concatenate([move_rows["move16"][real], hit_move[extra]])
     stored_mask = np.concatenate([np.ones(n_book, dtype=bool), tr_stored])
     linked = np.concatenate([move_rows["linked"][real], tr_linked])
     rows = np.concatenate([np.flatnonzero(real), np.full(n_extra, -1, dtype=np.int64)])
@@ -213,5 +204,6 @@ def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray
     return MinimaxGraph(
         position_ids=position_ids, turn=turn, in_check=in_check, indptr=indptr,
         target=target[order], kind=kind[order], value=value[order], count=counts[order],
-        move=moves[order], stored=stored_mask[order], child_linked=linked[order],
+        move=move16_usi(moves[order]), move16=moves[order], stored=stored_mask[order],
+        child_linked=linked[order],
         row=rows[order], stale_transpositions=stale, seconds=time.perf_counter() - started)

@@ -10,12 +10,14 @@ moves merged by the store). Invalid entries are reported and skipped.
 moves of about :data:`CHUNK_BYTES` of text each, as numpy columns, in file order
 (on forked workers for large files). Each piece is read in bulk: the lines are
 told apart, the move lines cut into fields and their numbers parsed, and the
-positions screened (:func:`bookgen.position.screen_boards`) with numpy; a loop
-per position sets the board once (cshogi) and checks its moves and ponders with
-``is_legal``. A line that the bulk path does not take as it is (odd spacing,
-``none`` counts, a number out of range, an illegal move...) is read again by the
-line reader (:func:`move_fields`, :func:`bookgen.position.parse_sfen`), which
-decides and says what is wrong: both give the same result for any line.
+positions screened (:func:`bookgen.position.screen_sfens`: rank by rank through
+tables, the side not to move's check in numpy); a loop per position sets the
+board once (cshogi) and checks its moves and ponders with ``is_legal`` (the rules
+it leaves out in bulk: :func:`bookgen.position.move_rules_hold`). A line that the
+bulk path does not take as it is (odd spacing, ``none`` counts, a number out of
+range, an illegal move...) is read again by the line reader (:func:`move_fields`,
+:func:`bookgen.position.parse_sfen`), which decides and says what is wrong: both
+give the same result for any line.
 
 Writing produces normalised sfens with the minimum ply, blocks sorted by sfen
 (byte order, as YaneuraOu's on-the-fly reader binary-searches) and moves best
