@@ -511,7 +511,7 @@ CHARS = "0123456789abcdefghiPLNSGBRKplnsgbrk+*/- \t#"
 def same(block, other):
     for name in ("sfen", "problems", "skipped"):
         assert getattr(block, name) == getattr(other, name), name
-    for name in ("ply", "zobrist", "turn", "in_check", "position", "move", "ponder", "value",
+    for name in ("ply", "zobrist", "turn", "book_key", "position", "move", "ponder", "value",
                  "depth", "count"):
         assert np.array_equal(getattr(block, name), getattr(other, name)), name
     assert list(block.skipped) == list(other.skipped)   # in the order met

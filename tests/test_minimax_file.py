@@ -211,7 +211,7 @@ def test_the_reader_takes_lines_in_bulk_as_the_line_reader_does(tmp_path):
         lines = parse_chunk(("m.db", 1, text, len(text)), bulk=False)
         assert bulk.sfen == lines.sfen and bulk.problems == lines.problems
         assert list(bulk.skipped.items()) == list(lines.skipped.items())
-        for name in ("ply", "zobrist", "turn", "in_check", "position", "move", "ponder",
+        for name in ("ply", "zobrist", "turn", "book_key", "position", "move", "ponder",
                      "value", "depth", "count"):
             assert np.array_equal(getattr(bulk, name), getattr(lines, name)), name
 

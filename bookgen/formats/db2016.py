@@ -247,8 +247,7 @@ class Db2016Block:
     """The valid positions and moves of a piece of a DB2016 file, in file order.
 
     Positions: ``sfen`` (normalised, no move number), ``ply`` (0: none), ``zobrist``
-    (cshogi's, unsigned), ``book_key`` (cshogi's Apery book key), ``turn`` (0 black),
-    ``in_check`` (the side to move).
+    (cshogi's, unsigned), ``book_key`` (cshogi's Apery book key), ``turn`` (0 black).
     Moves: ``position`` (index into this block's positions), ``move`` and ``ponder``
     (``move16``; ponder 0: none), ``value`` and ``depth`` (:data:`NONE`: none),
     ``count``. ``problems`` (line, reason) in line order, ``skipped`` by kind (the
@@ -261,7 +260,6 @@ class Db2016Block:
     zobrist: np.ndarray
     book_key: np.ndarray
     turn: np.ndarray
-    in_check: np.ndarray
     position: np.ndarray
     move: np.ndarray
     ponder: np.ndarray
@@ -537,15 +535,14 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
 
     # -- one board per position
     board = cshogi.Board()
-    set_sfen, is_check, legal = board.set_sfen, board.is_check, board.is_legal
+    set_sfen, legal = board.set_sfen, board.is_legal
     push, pop, from16, zobrist_hash = board.push, board.pop, board.move_from_move16, \
         board.zobrist_hash
     book_key = board.book_key
-    valid = np.zeros(n_positions, dtype=bool)
-    zobrist = np.zeros(n_positions, dtype=np.uint64)
-    keys = np.zeros(n_positions, dtype=np.uint64)
-    turn = np.zeros(n_positions, dtype=np.int8)
-    in_check = np.zeros(n_positions, dtype=bool)
+    valid_list = [False] * n_positions
+    zobrist_list = [0] * n_positions
+    key_list = [0] * n_positions
+    turn_list = [0] * n_positions
     sfens: list[str] = [""] * n_positions
     problems: list[tuple[int, str]] = []
     skips: list[tuple[str, int]] = []     # (kind, line) of the entries skipped one by one
@@ -564,7 +561,7 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
             normal = (ascii_text[sfen_starts[index]:sfen_stops[index]]
                       if ascii_text is not None else
                       text(sfen_starts[index], sfen_stops[index]))
-            set_sfen(normal + " 1")
+            set_sfen(normal)
         else:
             try:
                 parsed = parse_sfen(stripped.get(line, text(int(starts[line]),
@@ -576,12 +573,11 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
                 continue
             normal = parsed.sfen
             ply[index] = parsed.ply or 0
-        valid[index] = True
+        valid_list[index] = True
         sfens[index] = normal
-        zobrist[index] = zobrist_hash()
-        keys[index] = book_key()
-        turn[index] = board.turn
-        in_check[index] = is_check()
+        zobrist_list[index] = zobrist_hash()
+        key_list[index] = book_key()
+        turn_list[index] = board.turn
         for j in range(bounds[index], bounds[index + 1]):
             move = from16(moves16[j])
             if legal(move):
@@ -593,6 +589,11 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
                     if legal(reply):
                         ponder32[j] = reply
                     pop()
+
+    valid = np.array(valid_list, dtype=bool)
+    zobrist = np.array(zobrist_list, dtype=np.uint64)
+    keys = np.array(key_list, dtype=np.uint64)
+    turn = np.array(turn_list, dtype=np.int8)
 
     # -- the rules is_legal leaves out, in bulk; the moves that fail them are read again
     black = turn[fast_owner] == cshogi.BLACK
@@ -656,7 +657,7 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
     return Db2016Block(
         sfen=[sfens[i] for i in kept.tolist()], ply=ply[kept], zobrist=zobrist[kept],
         book_key=keys[kept],
-        turn=turn[kept], in_check=in_check[kept],
+        turn=turn[kept],
         position=position_index[move_owner[order]].astype(np.int32),
         move=column(fast.move, fields[:, 0], np.uint16),
         ponder=column(fast.ponder, fields[:, 1], np.uint16),
