@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bookgen.arrays import ranges
+from bookgen.arrays import PackedStrings, ranges, return_freed_memory, trim_memory
 from bookgen.bookfiles.exporter import minimax_order
 from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError, SettingsError
@@ -90,11 +90,11 @@ class _FileBook:
     """The file's positions with moves (the graph's nodes, in order of first
     appearance) and their moves after merging."""
 
-    sfens: list[str]
+    sfens: PackedStrings
     ply: np.ndarray          # int64 [N] 0: none
     turn: np.ndarray         # int8 [N]
     book_key: np.ndarray     # uint64 [N] cshogi's book key
-    source: np.ndarray       # int64 [M] node of each move, ascending
+    source: np.ndarray       # int64 [M] node of each move
     move: np.ndarray         # uint16 [M]
     ponder: np.ndarray       # uint16 [M]
     value: np.ndarray        # int64 [M] NONE: none
@@ -103,58 +103,75 @@ class _FileBook:
 
 def _merge(blocks: list[Db2016Block]) -> _FileBook:
     """The positions and moves of ``blocks`` merged as an import into an empty book
-    merges them (:class:`bookgen.store.BulkWriter`), keeping the positions with moves."""
-    sfens = [sfen for block in blocks for sfen in block.sfen]
+    merges them (:class:`bookgen.store.BulkWriter`), keeping the positions with moves.
+    The blocks are emptied on the way."""
+    sfens = PackedStrings.joined([block.sfen for block in blocks])
+    for block in blocks:
+        block.sfen = PackedStrings.of([])
 
-    def joined(name: str) -> np.ndarray:
-        return np.concatenate([getattr(block, name) for block in blocks])
+    def take(name: str) -> np.ndarray:
+        """The column of every block, dropped from the blocks."""
+        column = np.concatenate([getattr(block, name) for block in blocks])
+        for block in blocks:
+            setattr(block, name, column[:0])
+        return column
 
-    zobrist = joined("zobrist")
-    offsets = np.cumsum([0] + [len(block) for block in blocks])
-    file_position = np.concatenate([block.position.astype(np.int64) + offset
-                                    for block, offset in zip(blocks, offsets.tolist())])
+    offsets = np.cumsum([0] + [len(block.position) for block in blocks])
+    sizes = [len(block.ply) for block in blocks]
+    starts = np.cumsum([0] + sizes)
+    file_position = np.empty(int(offsets[-1]), dtype=np.int64)
+    for block, offset, start in zip(blocks, offsets.tolist(), starts.tolist()):
+        file_position[offset:offset + len(block.position)] = block.position
+        file_position[offset:offset + len(block.position)] += start
+        block.position = block.position[:0]
+    zobrist = take("zobrist")
     zobrist.sort()
-    if not (zobrist[1:] == zobrist[:-1]).any():   # no position twice (the usual case)
-        position = np.arange(len(sfens), dtype=np.int64)
-        ply = joined("ply")
-        first = position
+    repeated_position = bool((zobrist[1:] == zobrist[:-1]).any())
+    del zobrist
+    ply, turn, book_key = take("ply"), take("turn"), take("book_key")
+    if not repeated_position:       # the usual case
+        owner = file_position
+        first = None
     else:
         index: dict[str, int] = {}
         setdefault = index.setdefault
-        position = np.fromiter((setdefault(sfen, len(index)) for sfen in sfens),
+        position = np.fromiter((setdefault(sfen, len(index)) for sfen in sfens.tolist()),
                                dtype=np.int64, count=len(sfens))
         unique = len(index)
         del index
         unknown = np.iinfo(np.int64).max
-        ply = np.full(unique, unknown, dtype=np.int64)
-        file_ply = joined("ply")
-        np.minimum.at(ply, position, np.where(file_ply > 0, file_ply, unknown))
-        ply[ply == unknown] = 0
+        merged_ply = np.full(unique, unknown, dtype=np.int64)
+        np.minimum.at(merged_ply, position, np.where(ply > 0, ply, unknown))
+        merged_ply[merged_ply == unknown] = 0
+        ply = merged_ply
         first = np.full(unique, len(sfens), dtype=np.int64)
         np.minimum.at(first, position, np.arange(len(sfens)))
-    owner = position[file_position]
-    move, depth, count = joined("move"), joined("depth"), joined("count")
+        owner = position[file_position]
+    del file_position
+    move, depth, count = take("move"), take("depth"), take("count")
+    ponder, value = take("ponder"), take("value")
     key = owner << 16 | move
-    order = np.argsort(key, kind="stable")
-    repeated = key[order[1:]] == key[order[:-1]]
-    if repeated.any():
+    key.sort()
+    if (key[1:] == key[:-1]).any():
         # One row per (position, move): the deepest, then the most counted, then the first.
         deep = np.where(depth == NONE, -1, depth)
         order = np.lexsort((np.arange(len(move)), -count, -deep, move, owner))
-        key = key[order]
-        order = order[np.concatenate(([True], key[1:] != key[:-1]))]
-    keep = order
-    has_moves = np.zeros(len(first), dtype=bool)
-    has_moves[owner[keep]] = True
+        key = (owner << 16 | move)[order]
+        keep = order[np.concatenate(([True], key[1:] != key[:-1]))]
+        owner, move, ponder, value, count = (owner[keep], move[keep], ponder[keep],
+                                             value[keep], count[keep])
+    del key, depth
+    positions = len(ply)
+    has_moves = np.zeros(positions, dtype=bool)
+    has_moves[owner] = True
+    if has_moves.all() and first is None:
+        return _FileBook(sfens, ply, turn, book_key, owner, move, ponder, value, count)
     nodes = np.flatnonzero(has_moves)
-    node_of = np.full(len(first), -1, dtype=np.int64)
+    node_of = np.full(positions, -1, dtype=np.int64)
     node_of[nodes] = np.arange(len(nodes))
-    node_sfens = sfens if len(nodes) == len(sfens) else [sfens[i]
-                                                           for i in first[nodes].tolist()]
-    del sfens
-    return _FileBook(node_sfens, ply[nodes], joined("turn")[first[nodes]].astype(np.int8),
-                     joined("book_key")[first[nodes]], node_of[owner[keep]], move[keep],
-                     joined("ponder")[keep], joined("value")[keep], count[keep])
+    at = nodes if first is None else first[nodes]
+    return _FileBook(sfens.take(at), ply[nodes], turn[at], book_key[at],
+                     node_of[owner], move, ponder, value, count)
 
 
 def _check_files(source: Path, out: Path) -> str:
@@ -212,6 +229,7 @@ def refine_minimax_file(source: str | Path, out: str | Path,
     :class:`SettingsError` of the field ``strict``, and a file with no valid position
     with moves a :class:`BookgenError`: nothing is written then."""
     started = time.perf_counter()
+    return_freed_memory()
     settings = settings if settings is not None else MinimaxSettings()
     diagnostics = diagnostics if diagnostics is not None else Diagnostics()
     source, out = Path(source), Path(out)
@@ -234,6 +252,10 @@ def refine_minimax_file(source: str | Path, out: str | Path,
     read_seconds = time.perf_counter() - started
 
     nodes = len(book.sfens)
+    every = book.sfens.tolist()       # the order written, while memory is low
+    order = np.array(sorted(range(nodes), key=every.__getitem__), dtype=np.int64)
+    del every
+    trim_memory()
     move_rows = {
         "source": book.source, "move16": book.move,
         "value": np.clip(np.where(book.value == NONE, 0, book.value), -MATE_VALUE, MATE_VALUE
@@ -243,11 +265,12 @@ def refine_minimax_file(source: str | Path, out: str | Path,
     graph = graph_from_rows(np.arange(1, nodes + 1, dtype=np.int64), book.sfens, book.turn,
                             move_rows, workers, book_keys=book.book_key)
     del move_rows
+    book.source = book.move = book.value = book.count = book.book_key = book.ponder[:0]
+    trim_memory()
     result = solve(graph, settings)
     fault_point("refine-minimax-file-propagated")
 
     write_started = time.perf_counter()
-    order = np.array(sorted(range(nodes), key=book.sfens.__getitem__), dtype=np.int64)
     draws = np.array([settings.draws.cp(0), settings.draws.cp(1)], dtype=np.int64)
     spans = [(start, min(start + _WRITE_ROWS, nodes)) for start in range(0, nodes, _WRITE_ROWS)]
     moves = transpositions = 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,7 +138,7 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     return graph_from_rows(position_ids, sfens, turn, move_rows, workers, started)
 
 
-def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray,
+def graph_from_rows(position_ids: np.ndarray, sfens: Sequence[str], turn: np.ndarray,
                     move_rows: dict[str, np.ndarray], workers: int | None = None,
                     started: float | None = None, book_keys: np.ndarray | None = None
                     ) -> MinimaxGraph:
@@ -164,46 +165,56 @@ def graph_from_rows(position_ids: np.ndarray, sfens: list[str], turn: np.ndarray
     order = np.argsort(hit_keys, kind="stable")
     hit_keys, hit_source, hit_target, hit_move = (
         hit_keys[order], hit_source[order], hit_target[order], hit_move[order])
-    row_keys = keys(move_rows["source"], move_rows["move16"])
+    del order
     earlier = move_rows["earlier"]   # transposition rows of an earlier refine
     real = ~earlier
+    real_keys = keys(move_rows["source"][real], move_rows["move16"][real])
 
     # Book moves: an edge when the legal-move scan found the child among the nodes.
-    found, at = _sorted_member(hit_keys, row_keys[real])
+    found, at = _sorted_member(hit_keys, real_keys)
     book_target = np.where(found, hit_target[at] if len(hit_keys) else -1, -1).astype(np.int32)
-    # Earlier transposition rows that are no longer edges are removed.
-    still, _ = _sorted_member(hit_keys, row_keys[earlier])
+    del found, at
+    # Transposition edges: legal moves into nodes that are not book moves.
+    real_keys.sort()
+    extra = ~_sorted_member(real_keys, hit_keys)[0]
+    del real_keys
+    # Earlier transposition rows: stored, linked, or no longer edges (removed).
+    earlier_keys = keys(move_rows["source"][earlier], move_rows["move16"][earlier])
+    still, _ = _sorted_member(hit_keys, earlier_keys)
     stale_rows = np.nonzero(earlier)[0][~still]
     stale = [(int(position_ids[move_rows["source"][i]]),
               move16_usi(move_rows["move16"][i:i + 1])[0].decode()) for i in stale_rows]
-    # Transposition edges: legal moves into nodes that are not book moves.
-    real_sorted = np.sort(row_keys[real])
-    extra = ~_sorted_member(real_sorted, hit_keys)[0]
-    earlier_sorted = np.sort(row_keys[earlier])
-    tr_stored = _sorted_member(earlier_sorted, hit_keys[extra])[0]
-    linked_sorted = np.sort(row_keys[earlier & move_rows["linked"]])
-    tr_linked = _sorted_member(linked_sorted, hit_keys[extra])[0]
+    hit_keys = hit_keys[extra]
+    tr_stored = _sorted_member(np.sort(earlier_keys), hit_keys)[0]
+    linked_keys = np.sort(earlier_keys[move_rows["linked"][earlier]])
+    tr_linked = _sorted_member(linked_keys, hit_keys)[0]
+    del hit_keys, earlier_keys, linked_keys
+    hit_source, hit_target, hit_move = hit_source[extra], hit_target[extra], hit_move[extra]
 
-    n_book = int(real.sum())
     n_extra = int(extra.sum())
-    source = np.concatenate([move_rows["source"][real], hit_source[extra]])
-    target = np.concatenate([book_target, hit_target[extra]])
-    kind = np.concatenate([np.where(book_target >= 0, KIND_BOOK_EDGE, KIND_LEAF),
-                           np.full(n_extra, KIND_TRANSPOSITION)]).astype(np.int8)
-    value = np.concatenate([move_rows["value"][real], np.zeros(n_extra, dtype=np.int32)])
-    counts = np.concatenate([move_rows["count"][real], np.zeros(n_extra, dtype=np.int64)])
-    moves = np.concatenate([move_rows["move16"][real], hit_move[extra]])
-    stored_mask = np.concatenate([np.ones(n_book, dtype=bool), tr_stored])
-    linked = np.concatenate([move_rows["linked"][real], tr_linked])
-    rows = np.concatenate([np.flatnonzero(real), np.full(n_extra, -1, dtype=np.int64)])
-    del move_rows
-
+    source = np.concatenate([move_rows["source"][real], hit_source])
     order = np.argsort(source, kind="stable")
     indptr = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(np.bincount(source, minlength=count), out=indptr[1:])
-    return MinimaxGraph(
+    del source
+
+    def arranged(book_part: np.ndarray, extra_part: np.ndarray) -> np.ndarray:
+        """The options' column (book moves, then transposition edges) in CSR order."""
+        return np.concatenate([book_part, extra_part])[order]
+
+    rows = np.flatnonzero(real)
+    moves = arranged(move_rows["move16"][rows], hit_move)
+    graph = MinimaxGraph(
         position_ids=position_ids, turn=turn, in_check=in_check, indptr=indptr,
-        target=target[order], kind=kind[order], value=value[order], count=counts[order],
-        move=move16_usi(moves[order]), move16=moves[order], stored=stored_mask[order],
-        child_linked=linked[order],
-        row=rows[order], stale_transpositions=stale, seconds=time.perf_counter() - started)
+        target=arranged(book_target, hit_target),
+        kind=arranged(np.where(book_target >= 0, KIND_BOOK_EDGE, KIND_LEAF).astype(np.int8),
+                      np.full(n_extra, KIND_TRANSPOSITION, dtype=np.int8)),
+        value=arranged(move_rows["value"][rows], np.zeros(n_extra, dtype=np.int32)),
+        count=arranged(move_rows["count"][rows], np.zeros(n_extra, dtype=np.int64)),
+        move=move16_usi(moves), move16=moves,
+        stored=arranged(np.ones(len(rows), dtype=bool), tr_stored),
+        child_linked=arranged(move_rows["linked"][rows], tr_linked),
+        row=arranged(rows, np.full(n_extra, -1, dtype=np.int64)),
+        stale_transpositions=stale)
+    graph.seconds = time.perf_counter() - started
+    return graph

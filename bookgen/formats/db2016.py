@@ -39,7 +39,7 @@ from typing import BinaryIO, Literal, TextIO, overload
 import cshogi
 import numpy as np
 
-from bookgen.arrays import NULL
+from bookgen.arrays import NULL, PackedStrings
 from bookgen.diagnostics import Diagnostics
 from bookgen.formats.move16 import move16_to_usi
 from bookgen.position import (
@@ -255,7 +255,7 @@ class Db2016Block:
     read for it.
     """
 
-    sfen: list[str]
+    sfen: PackedStrings
     ply: np.ndarray
     zobrist: np.ndarray
     book_key: np.ndarray
@@ -277,7 +277,7 @@ class Db2016Block:
         """(index, sfen, signed zobrist, ply or None, turn) of each position."""
         zobrist = self.zobrist.view(np.int64).tolist()
         plies = np.where(self.ply > 0, self.ply.astype(object), _NULL_OBJECT).tolist()
-        return list(zip(range(len(self.sfen)), self.sfen, zobrist, plies,
+        return list(zip(range(len(self.sfen)), self.sfen.tolist(), zobrist, plies,
                         self.turn.tolist()))
 
     def move_rows(self) -> list[tuple[int, str, str | None, int | None, int | None, int]]:
@@ -655,7 +655,8 @@ def parse_chunk(job: tuple[str, int, bytes, int], bulk: bool = True) -> Db2016Bl
     skipped = Counter({kind: skipped[kind]
                        for kind in sorted(first_skip, key=first_skip.__getitem__)})
     return Db2016Block(
-        sfen=[sfens[i] for i in kept.tolist()], ply=ply[kept], zobrist=zobrist[kept],
+        sfen=PackedStrings.of(sfens[i] for i in kept.tolist()), ply=ply[kept],
+        zobrist=zobrist[kept],
         book_key=keys[kept],
         turn=turn[kept],
         position=position_index[move_owner[order]].astype(np.int32),
