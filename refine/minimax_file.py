@@ -94,10 +94,10 @@ class _FileBook:
     ply: np.ndarray          # int64 [N] 0: none
     turn: np.ndarray         # int8 [N]
     book_key: np.ndarray     # uint64 [N] cshogi's book key
-    source: np.ndarray       # int64 [M] node of each move
+    source: np.ndarray       # int32 [M] node of each move
     move: np.ndarray         # uint16 [M]
     ponder: np.ndarray       # uint16 [M]
-    value: np.ndarray        # int64 [M] NONE: none
+    value: np.ndarray        # int32 [M] clamped to +-MATE_VALUE, 0 for none (as the graph)
     count: np.ndarray        # int64 [M]
 
 
@@ -150,6 +150,7 @@ def _merge(blocks: list[Db2016Block]) -> _FileBook:
     del file_position
     move, depth, count = take("move"), take("depth"), take("count")
     ponder, value = take("ponder"), take("value")
+    value = np.clip(np.where(value == NONE, 0, value), -MATE_VALUE, MATE_VALUE).astype(np.int32)
     key = owner << 16 | move
     key.sort()
     if (key[1:] == key[:-1]).any():
@@ -165,13 +166,14 @@ def _merge(blocks: list[Db2016Block]) -> _FileBook:
     has_moves = np.zeros(positions, dtype=bool)
     has_moves[owner] = True
     if has_moves.all() and first is None:
-        return _FileBook(sfens, ply, turn, book_key, owner, move, ponder, value, count)
+        return _FileBook(sfens, ply, turn, book_key, owner.astype(np.int32), move, ponder, value,
+                         count)
     nodes = np.flatnonzero(has_moves)
     node_of = np.full(positions, -1, dtype=np.int64)
     node_of[nodes] = np.arange(len(nodes))
     at = nodes if first is None else first[nodes]
     return _FileBook(sfens.take(at), ply[nodes], turn[at], book_key[at],
-                     node_of[owner], move, ponder, value, count)
+                     node_of[owner].astype(np.int32), move, ponder, value, count)
 
 
 def _check_files(source: Path, out: Path) -> str:
@@ -258,8 +260,7 @@ def refine_minimax_file(source: str | Path, out: str | Path,
     trim_memory()
     move_rows = {
         "source": book.source, "move16": book.move,
-        "value": np.clip(np.where(book.value == NONE, 0, book.value), -MATE_VALUE, MATE_VALUE
-                         ).astype(np.int32),
+        "value": book.value,
         "count": book.count, "linked": np.zeros(len(book.move), dtype=bool),
         "earlier": np.zeros(len(book.move), dtype=bool)}
     graph = graph_from_rows(np.arange(1, nodes + 1, dtype=np.int64), book.sfens, book.turn,

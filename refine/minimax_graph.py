@@ -68,13 +68,17 @@ class MinimaxGraph:
     kind: np.ndarray           # int8 [E] KIND_*
     value: np.ndarray          # int32 [E] stored value clamped to +-MATE_VALUE, 0 if NULL
     count: np.ndarray          # int64 [E] stored count (0 for transposition edges)
-    move: np.ndarray           # S5 [E] USI move
-    move16: np.ndarray         # uint16 [E] the same as cshogi's move16
+    move16: np.ndarray         # uint16 [E] cshogi's move16 (``move``: as USI)
     stored: np.ndarray         # bool [E] a moves row exists (book move, earlier transposition)
     child_linked: np.ndarray   # bool [E] the row's child_id is already set
-    row: np.ndarray            # int64 [E] the book move row of each option, -1 for the others
+    row: np.ndarray            # int32 [E] the book move row of each option, -1 for the others
     stale_transpositions: list[tuple[int, str]]  # transposition rows no longer legal edges
     seconds: float = 0.0
+
+    @property
+    def move(self) -> np.ndarray:
+        """S5 [E]: the USI move of each option."""
+        return move16_usi(self.move16)
 
     @property
     def nodes(self) -> int:
@@ -211,10 +215,10 @@ def graph_from_rows(position_ids: np.ndarray, sfens: Sequence[str], turn: np.nda
                       np.full(n_extra, KIND_TRANSPOSITION, dtype=np.int8)),
         value=arranged(move_rows["value"][rows], np.zeros(n_extra, dtype=np.int32)),
         count=arranged(move_rows["count"][rows], np.zeros(n_extra, dtype=np.int64)),
-        move=move16_usi(moves), move16=moves,
+        move16=moves,
         stored=arranged(np.ones(len(rows), dtype=bool), tr_stored),
         child_linked=arranged(move_rows["linked"][rows], tr_linked),
-        row=arranged(rows, np.full(n_extra, -1, dtype=np.int64)),
+        row=arranged(rows.astype(np.int32), np.full(n_extra, -1, dtype=np.int32)),
         stale_transpositions=stale)
     graph.seconds = time.perf_counter() - started
     return graph
