@@ -12,14 +12,17 @@ blocks sorted by sfen, best move first, peta_shock's rule for ties, legal moves
 into book positions that the file does not hold written with count 0 and no
 ponder. The output is byte for byte that of ``import`` + ``refine minimax`` +
 ``export --values minimax`` of the same file, without a SQLite book; it is
-written whole or not at all (:func:`bookgen.files.atomic_output`).
+written whole or not at all (:func:`bookgen.files.atomic_output`). An output
+named ``.bin`` is an Apery book, written by the exporter's Apery writer
+(:func:`bookgen.formats.apery.export_records`), as ``export --values minimax
+--format apery`` writes it.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,23 +35,26 @@ from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_output, check_output
 from bookgen.formats import detect_format
+from bookgen.formats.apery import export_records
 from bookgen.formats.db2016 import (
     NONE,
     Db2016Block,
     format_columns,
     read_db2016,
+    usi_names,
     write_db2016_header,
 )
 from bookgen.refine.minimax import MinimaxSettings, peak_memory_mb, solve
 from bookgen.refine.minimax_graph import MinimaxGraph, graph_from_rows
 from bookgen.refine.retrograde import DEPTH_INF, Propagation
 from bookgen.signals import fault_point
+from bookgen.store import BookMove
 from bookgen.values import MATE_VALUE
 from bookgen.workers.forked import fork_map
 
 __all__ = ["OUTPUT_FORMATS", "MinimaxFileSeconds", "MinimaxFileSummary", "refine_minimax_file"]
 
-OUTPUT_FORMATS = {".db": "db2016"}
+OUTPUT_FORMATS = {".db": "db2016", ".bin": "apery"}
 _WRITE_ROWS = 1 << 15      # positions formatted and written at a time
 
 
@@ -193,10 +199,26 @@ def _check_files(source: Path, out: Path) -> str:
 _job: dict[str, Any] = {}   # what _blocks_text reads; forked workers inherit it
 
 
-def _blocks_text(span: tuple[int, int]) -> tuple[bytes, int, int]:
-    """The blocks of the positions ``start:stop`` in sfen order, as text: their options
-    in writing order with the values written (:func:`minimax_order`); and the numbers
-    of moves and of transposition moves written."""
+@dataclass
+class _Written:
+    """The blocks of a run of positions as written: ``sfens`` and ``ply``; the moves of
+    position ``i`` are ``indptr[i]:indptr[i + 1]`` of the other columns, in writing
+    order, with the values written; ``transpositions``: how many are not book moves."""
+
+    sfens: list[str]
+    ply: np.ndarray
+    indptr: np.ndarray
+    move: np.ndarray
+    ponder: np.ndarray
+    value: np.ndarray
+    depth: np.ndarray          # NONE: none (a line ending in repetition)
+    count: np.ndarray
+    transpositions: int
+
+
+def _written(span: tuple[int, int]) -> _Written:
+    """The positions ``start:stop`` in sfen order with their options in writing order
+    and the values written (:func:`minimax_order`)."""
     start, stop = span
     book: _FileBook = _job["book"]
     graph: MinimaxGraph = _job["graph"]
@@ -207,19 +229,44 @@ def _blocks_text(span: tuple[int, int]) -> tuple[bytes, int, int]:
     indptr = np.concatenate(([0], np.cumsum(stops - starts)))
     row = graph.row[options]
     stored = row >= 0
-    safe = np.where(stored, row, 0)
     move16 = graph.move16[options]
     depth = result.option_depth[options].astype(np.int64)
     depth = np.where(depth >= DEPTH_INF, -1, depth)
     count = graph.count[options]
     arranged, written = minimax_order(indptr, move16, result.option_value[options], depth,
                                       count, _job["draws"][graph.turn[nodes]])
-    ponder = np.where(stored, book.ponder[safe], 0).astype(np.uint16)
+    ponder = np.where(stored, book.ponder[np.where(stored, row, 0)], 0).astype(np.uint16)
     depth = depth[arranged]
-    text = format_columns([book.sfens[i] for i in nodes.tolist()], book.ply[nodes], indptr,
-                          move16[arranged], ponder[arranged], written[arranged],
-                          np.where(depth < 0, NONE, depth), count[arranged])
-    return text, len(options), int((~stored).sum())
+    return _Written([book.sfens[i] for i in nodes.tolist()], book.ply[nodes], indptr,
+                    move16[arranged], ponder[arranged], written[arranged],
+                    np.where(depth < 0, NONE, depth), count[arranged],
+                    int((~stored).sum()))
+
+
+def _blocks_text(span: tuple[int, int]) -> tuple[bytes, int, int]:
+    """The DB2016 text of the positions ``start:stop`` (see :func:`_written`), the
+    numbers of moves and of transposition moves written."""
+    w = _written(span)
+    text = format_columns(w.sfens, w.ply, w.indptr, w.move, w.ponder, w.value, w.depth,
+                          w.count)
+    return text, len(w.move), w.transpositions
+
+
+def _book_moves(spans: list[tuple[int, int]]) -> Iterator[tuple[str, int | None,
+                                                                 list[BookMove]]]:
+    """The positions as the exporter's blocks (for the Apery writer)."""
+    names = usi_names()
+    for span in spans:
+        w = _written(span)
+        ponders = [None if p == 0 else names[p] for p in w.ponder.tolist()]
+        depths = [None if d == NONE else d for d in w.depth.tolist()]
+        moves = [BookMove(*fields) for fields in zip(names[w.move].tolist(), ponders,
+                                                      w.value.tolist(), depths,
+                                                      w.count.tolist())]
+        bounds = w.indptr.tolist()
+        for i, (sfen, ply) in enumerate(zip(w.sfens, w.ply.tolist())):
+            yield sfen, ply or None, moves[bounds[i]:bounds[i + 1]]
+        fault_point("refine-minimax-file-writing")
 
 
 def refine_minimax_file(source: str | Path, out: str | Path,
@@ -278,13 +325,20 @@ def refine_minimax_file(source: str | Path, out: str | Path,
     _job.update(book=book, graph=graph, result=result, order=order, draws=draws)
     try:
         with atomic_output(out) as temporary, open(temporary, "wb") as handle:
-            write_db2016_header(handle)
-            for text, written, new in fork_map(_blocks_text, spans,
-                                               workers if len(spans) > 1 else 1):
-                handle.write(text)
-                moves += written
-                transpositions += new
-                fault_point("refine-minimax-file-writing")
+            if output_format == "apery":
+                records, apery = export_records(_book_moves(spans), diagnostics)
+                handle.write(np.ascontiguousarray(records).view(np.uint8).data)
+                moves = int(records.size)
+                transpositions = int((graph.row < 0).sum())
+                counts["apery"] = apery
+            else:
+                write_db2016_header(handle)
+                for text, written, new in fork_map(_blocks_text, spans,
+                                                   workers if len(spans) > 1 else 1):
+                    handle.write(text)
+                    moves += written
+                    transpositions += new
+                    fault_point("refine-minimax-file-writing")
     finally:
         _job.clear()
     write_seconds = time.perf_counter() - write_started

@@ -331,3 +331,19 @@ def test_random_books_match_the_reference_file_to_file(tmp_path):
         assert_file_matches_reference(out.read_text(), book, draws)
 
     check()
+
+
+def test_apery_output_is_what_export_writes(tmp_path):
+    for seed in (1, 4):
+        source = write_book(tmp_path, shuffle_book(seed, positions=30), f"a{seed}")
+        book = tmp_path / f"a{seed}.sqlite"
+        run_cli("import", source, "-b", book)
+        run_cli("refine", "minimax", "-b", book, "--draw-value-black", 450)
+        run_cli("export", "--values", "minimax", "--format", "apery", "-b", book,
+                "-o", tmp_path / f"a{seed}.sqlite.bin")
+        result = run_cli("refine", "minimax", "--in", source, "--out", tmp_path / f"a{seed}.bin",
+                         "--draw-value-black", 450, "--json")
+        assert (tmp_path / f"a{seed}.bin").read_bytes() == \
+            (tmp_path / f"a{seed}.sqlite.bin").read_bytes()
+        summary = json.loads(result.stdout)
+        assert summary["format"] == "apery" and summary["moves_written"] > 0

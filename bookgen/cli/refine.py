@@ -105,7 +105,7 @@ def format_file_summary(summary: MinimaxFileSummary) -> str:
                    "book is built; invalid entries are reported and skipped as by import.")
 @click.option("--out", type=click.Path(dir_okay=False),
               help="With --in: the refined book written, as 'export --values minimax' writes "
-                   "a refined book (.db: DB2016).")
+                   "a refined book (.db: DB2016, .bin: Apery).")
 @click.option("--strict", is_flag=True,
               help="With --in: refuse a file with any invalid entry (nothing written).")
 @draw_value_options("A repetition's worth to black, per mille of a win (dlshogi "
