@@ -504,8 +504,15 @@ POOL = [
     "sfen 9/9/9/9/9/9/9/9/9 b - 0", "none none 1 1 1", "7g7f 3c3d 42 24 17",
     "2g2f none 38 24 3", "3c3d 2g2f 0 0 1", "8c8d", "P*5e none 0 0 1", "7g7f+ none",
     "4c4d 7g7f none none 3", "1g1f 1c1d -5 2 9223372036854775807",
+    "7g7f 3c3d +5 1 1", "7g7f 3c3d 1_0 1 1", "7g7f 3c3d 1e3 1 1", "7g7f 3c3d 99999999999 1 1",
+    "7g7f 3c3d 5 -1 1", "7g7f 3c3d 5 1 none", "7g7f  3c3d 5 1 1", " 7g7f 3c3d 5 1 1",
+    "7g7f 3c3d 5 1 1 extra", "7g7f 3c3d 5 1 1 \u3000", "7g7f\t3c3d 5 1 1", "7g7f 3c3d 05 007 0",
+    "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 1P 1",
+    "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1234567890",
+    "sfen lnsgkgsnl/1r5b1/ppppppppp/45/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1",
+    "sfen 4k4/9/9/9/4R4/9/9/9/4K4 w - 1", "5a5b none 1 1 1",
 ]
-CHARS = "0123456789abcdefghiPLNSGBRKplnsgbrk+*/- \t#"
+CHARS = "0123456789abcdefghiPLNSGBRKplnsgbrk+*/- \t#_.eE\u00e9\u3000\x0b"
 
 
 def same(block, other):
