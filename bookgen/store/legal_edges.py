@@ -66,6 +66,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from itertools import repeat
 from typing import Any
 
 import cshogi
@@ -379,43 +380,43 @@ def _collect_positions(sfens: Sequence[str], keys: np.ndarray | None = None,
                                            board.book_key_after, board.book_key)
     push, pop, zobrist_hash, board_sfen = board.push, board.pop, board.zobrist_hash, board.sfen
     n = len(sfens)
-    given = keys.tolist() if keys is not None else None
     own = array("Q")
     bases = array("Q")
     turn = bytearray(n)
     checks = bytearray(n)
-    counts = array("i")
+    ends = array("q")
     moves = array("I")
     hashes = array("Q")
     texts: list[str] = []
-    extend = moves.extend
+    extend, end, base, key_of = moves.extend, ends.append, bases.append, own.append
+    hash_of, text_of = hashes.append, texts.append
     current = None
-    for i in range(n):
-        text = sfens[i]
+    for i, text, path, key in zip(range(n), sfens, played if played is not None else repeat(()),
+                                  keys.tolist() if keys is not None else repeat(None)):
         if text is not current:
             set_sfen(text)
             current = text
-        path = played[i] if played is not None else ()
         for move in path:
             push(move)
-        key = given[i] if given is not None else book_key()
-        own.append(key)
+        if key is None:
+            key = book_key()
+            key_of(key)
         before = len(moves)
         extend(board.legal_moves)
-        count = len(moves) - before
-        counts.append(count)
-        bases.append(after(key, moves[before]) if count else key)
+        end(len(moves))
+        base(after(key, moves[before]) if len(moves) > before else key)
         turn[i] = board.turn
         checks[i] = is_check()
         if zobrist:
-            hashes.append(zobrist_hash())
+            hash_of(zobrist_hash())
         if sfen:
-            texts.append(board_sfen().rsplit(" ", 1)[0])
+            text_of(board_sfen().rsplit(" ", 1)[0])
         for _ in path:
             pop()
-    counted = np.frombuffer(counts, dtype=np.int32)
-    return ChildKeys(np.frombuffer(own, dtype=_U64), np.frombuffer(turn, dtype=np.uint8),
-                     np.frombuffer(checks, dtype=np.uint8).astype(bool), counted,
+    counts = np.diff(np.frombuffer(ends, dtype=np.int64), prepend=0).astype(np.int32)
+    return ChildKeys(np.frombuffer(own, dtype=_U64) if keys is None else keys,
+                     np.frombuffer(turn, dtype=np.uint8),
+                     np.frombuffer(checks, dtype=np.uint8).astype(bool), counts,
                      np.frombuffer(moves, dtype=_U32), np.frombuffer(bases, dtype=_U64),
                      np.frombuffer(hashes, dtype=_U64) if zobrist else None,
                      texts if sfen else None)
