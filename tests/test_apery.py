@@ -368,6 +368,9 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 from bookgen.diagnostics import Diagnostics
 from bookgen.formats.apery import read_apery
 
+sys.path.insert(0, "tests")
+from apery_reference import ListSink, reference_read_apery
+
 board = cshogi.Board()
 KEYS = [board.book_key()]
 for usi in ("7g7f", "3c3d", "8h2b+", "3a2b"):
@@ -390,6 +393,11 @@ class Sink:
 
     def add_move(self, local, move, ponder, value, depth, count):
         self.moves.append((local, move, value, count))
+
+    def add_rows(self, positions, moves, mask=0xFFFFFFFF):
+        ids = [self.add_position(*row[1:]) for row in positions]
+        for local, move, ponder, value, depth, count in moves:
+            self.add_move(ids[local & mask], move, ponder, value, depth, count)
 
 
 RECORD = st.tuples(st.one_of(st.sampled_from(KEYS), st.integers(0, 2**64 - 1)),
@@ -415,6 +423,13 @@ def fuzz(records, gap):
         b = cshogi.Board(sink.positions[local] + " 1")
         assert move in {cshogi.move_to_usi(m) for m in b.legal_moves}
     assert summary.invalid_records == len(diagnostics)
+    # the same walk as the reference reader's
+    got, expected = ListSink(), ListSink()
+    got_problems, expected_problems = Diagnostics(stream=None), Diagnostics(stream=None)
+    assert (read_apery(path, got, got_problems, (), gap).as_dict()
+            == reference_read_apery(path, expected, expected_problems, (), gap))
+    assert got.positions == expected.positions and got.moves == expected.moves
+    assert got_problems.problems == expected_problems.problems
 
 
 fuzz()

@@ -23,7 +23,7 @@ from bookgen.bookfiles.importer import ImportSettings, import_books
 from bookgen.errors import BookgenError
 from bookgen.store import Book, legal_edges
 from bookgen.store.index import BookIndex, IndexSpec
-from bookgen.store.legal_edges import find_legal_edges, hands, move16_usi
+from bookgen.store.legal_edges import find_legal_edges, hands, legal_child_keys, move16_usi
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDICAP = "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w -"   # rook and bishop
@@ -170,6 +170,55 @@ def test_random_games_with_drops_promotions_and_promoted_captures():
     assert sum(board.set_sfen(s) or board.turn for s in sfens) > 100
 
 
+def test_legal_child_keys_against_push():
+    """Every legal move's child book key, and the positions' own keys, sides, checks,
+    zobrist keys and sfens, of positions given as sfens and as sfens after one or
+    two moves (siblings sharing an sfen object), against push and cshogi's keys."""
+    sfens = unique([s for game in random_games(11, games=8, plies=120) for s in game])
+    rng = random.Random(4)
+    board = cshogi.Board()
+    bases, paths, expected = [], [], []
+    for sfen in sfens:
+        board.set_sfen(sfen)
+        for _ in range(rng.choice([1, 1, 2, 3])):   # the position, then siblings
+            path = []
+            for _ in range(rng.choice([0, 1, 2]) if bases and bases[-1] is sfen else 0):
+                moves = list(board.legal_moves)
+                if moves:
+                    path.append(rng.choice(moves))
+                    board.push(path[-1])
+            legal = list(board.legal_moves)
+            children = []
+            for move in legal:
+                board.push(move)
+                children.append(board.book_key())
+                board.pop()
+            expected.append((board.book_key(), board.turn, board.is_check(), legal, children,
+                             board.zobrist_hash(), sfen_of(board)))
+            for _ in path:
+                board.pop()
+            bases.append(sfen)
+            paths.append(tuple(path))
+    assert sum(len(p) == 2 for p in paths) > 50
+    for keys in (None, np.array([e[0] for e in expected], dtype=np.uint64)):
+        found = legal_child_keys(bases, keys, played=paths, zobrist=True, sfen=True)
+        assert found.keys.tolist() == [e[0] for e in expected]
+        assert found.turn.tolist() == [e[1] for e in expected]
+        assert found.in_check.tolist() == [e[2] for e in expected]
+        assert found.counts.tolist() == [len(e[3]) for e in expected]
+        assert found.moves.tolist() == [m for e in expected for m in e[3]]
+        assert found.child_keys.tolist() == [k for e in expected for k in e[4]]
+        assert found.source.tolist() == [i for i, e in enumerate(expected) for _ in e[3]]
+        assert found.move16.tolist() == [m & 0xFFFF for e in expected for m in e[3]]
+        assert found.zobrist is not None and found.sfens is not None
+        assert found.zobrist.tolist() == [e[5] for e in expected]
+        assert found.sfens == [e[6] for e in expected]
+    plain = legal_child_keys(sfens)    # each sfen's first entry is the position itself
+    firsts = [e for i, e in enumerate(expected) if i == 0 or bases[i - 1] is not bases[i]]
+    assert plain.zobrist is None and plain.sfens is None
+    assert plain.child_keys.tolist() == [k for e in firsts for k in e[4]]
+
+
 def test_the_edges_usi_are_cshogis():
     sfens = unique([s for game in random_games(3, games=5, plies=120) for s in game])
     found = find_legal_edges(sfens)
@@ -281,7 +330,7 @@ def colliding_index(shared: set[int], into: int) -> type:
     def merge(keys: np.ndarray) -> np.ndarray:
         return np.where(np.isin(keys, members), np.uint64(into), keys)
 
-    class Colliding(legal_edges._KeyIndex):
+    class Colliding(legal_edges.KeyIndex):
         def __init__(self, keys: np.ndarray) -> None:
             super().__init__(merge(keys))
 
@@ -297,7 +346,7 @@ def test_forced_key_collisions_give_exact_edges(monkeypatch, parallel, workers):
     sfens = unique([s for game in games for s in game])
     keys = [book_key(s) for s in sfens]
     shared = set(keys[::3])           # a third of the positions share one key
-    monkeypatch.setattr(legal_edges, "_KeyIndex", colliding_index(shared, keys[0]))
+    monkeypatch.setattr(legal_edges, "KeyIndex", colliding_index(shared, keys[0]))
     moves = assert_exact(sfens, workers)
     edges, *_ = brute_force(sfens)
     assert sum(keys[t] in shared for _, t, _ in edges) > 50

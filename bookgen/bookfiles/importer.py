@@ -31,7 +31,8 @@ class ImportSettings:
     whole import (``strict``), the positions Apery files are walked from besides
     the initial position (``apery_roots``), the plies outside the book that walk
     looks through (``apery_max_gap_plies``, 0 or 1) and the processes parsing
-    large DB2016 files (``parser_workers``; None: one per core, at most 2)."""
+    large DB2016 files and walking large Apery files (``parser_workers``; None: one
+    per core, at most 2)."""
 
     format: str = "auto"
     strict: bool = False
@@ -160,7 +161,7 @@ def _read_file(path: Path, file_format: str, writer: BulkWriter, diagnostics: Di
             for block in read_db2016(path, diagnostics, workers=workers, on_bytes=bar.update):
                 writer.add_rows(block.position_rows(), block.move_rows())
     else:
-        walk = read_apery(path, writer, diagnostics, root_boards, max_gap)
+        walk = read_apery(path, writer, diagnostics, root_boards, max_gap, workers)
         info.update(walk.as_dict())
     info.update(positions=writer.positions - before[0], moves=writer.moves - before[1],
                 problems=len(diagnostics) - before[2])

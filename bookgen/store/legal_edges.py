@@ -20,6 +20,12 @@ legal moves as 32-bit moves into an array; numpy does the rest:
 - The child keys are looked up among the positions' keys (a bitset on the
   top bits drops most of them, a bucket table finds the rest).
 
+:func:`legal_child_keys` is the first half on its own: every legal move of
+given positions (sfens, each after moves played from it) with its child's book
+key, for callers that look the children up elsewhere (the Apery reader walks
+a file of keys with it); :func:`find_legal_edges` runs it per chunk.
+:class:`KeyIndex` is the lookup.
+
 Exactness. The book key leaves out the hand of the side not to move, so
 positions with the same board, side to move and hand of the side to move
 share a key even when the other hand differs, which happens where books of
@@ -57,9 +63,10 @@ from __future__ import annotations
 import random
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from itertools import repeat
 from typing import Any
 
 import cshogi
@@ -68,7 +75,8 @@ import numpy as np
 from bookgen.errors import BookgenError
 from bookgen.workers.forked import fork_map
 
-__all__ = ["LegalEdges", "check_book_keys", "find_legal_edges", "hands", "move16_usi"]
+__all__ = ["ChildKeys", "KeyIndex", "LegalEdges", "check_book_keys", "find_legal_edges",
+           "hands", "legal_child_keys", "move16_usi", "mover_hand_after"]
 
 _U64 = np.uint64
 _U32 = np.uint32
@@ -175,7 +183,7 @@ def hands(sfens: Sequence[str]) -> np.ndarray:
     return out
 
 
-def _mover_hand_after(hands_before: np.ndarray, moves: np.ndarray) -> np.ndarray:
+def mover_hand_after(hands_before: np.ndarray, moves: np.ndarray) -> np.ndarray:
     """The mover's packed hand after 32-bit ``moves``: a captured piece's base type
     gained, a dropped piece lost."""
     captured = (moves >> _U32(20)) & _U32(0xF)
@@ -281,8 +289,8 @@ def check_book_keys() -> _KeyTables:
     :class:`BookgenError` if cshogi's book key or move layout changed."""
     tables = _KeyTables(_piece_keys())
     sfens, played = _check_positions()
-    part = _collect_positions(sfens, _book_keys(sfens))
-    computed = _child_keys(tables, part)
+    part = _child_keys(tables, _collect_positions(sfens))
+    computed = part.child_keys
     drop = (part.moves >> _U32(7) & _U32(0x7F)) >= 81
     checked = np.flatnonzero(~drop | (np.cumsum(drop) % _CHECK_DROP_STRIDE == 0))
     source = np.repeat(np.arange(len(sfens)), part.counts)[checked]
@@ -302,7 +310,7 @@ def check_book_keys() -> _KeyTables:
     packed = hands(sfens)
     mover = part.turn[before]
     wrong += int(np.count_nonzero(
-        _mover_hand_after(packed[before, mover], moves.astype(_U32))
+        mover_hand_after(packed[before, mover], moves.astype(_U32))
         != packed[before + 1, mover]))
     if wrong or not len(checked):
         raise BookgenError(
@@ -327,57 +335,124 @@ def _book_keys(sfens: Sequence[str]) -> np.ndarray:
     return np.frombuffer(keys, dtype=_U64)
 
 
-@dataclass
-class _Positions:
-    """What the per-position loop gives for a run of positions."""
+@dataclass(frozen=True)
+class ChildKeys:
+    """The legal moves of positions and the book keys of their children: legal move
+    ``moves[e]`` (cshogi's 32-bit move) of position ``source[e]`` leads to a position
+    whose book key is ``child_keys[e]``; ordered by position, then in cshogi's order
+    of legal moves. Per position: its book key, side to move, whether it is in
+    check, its number of legal moves and, when asked for, its zobrist hash (cshogi's
+    ``zobrist_hash``) and sfen without a move number."""
 
-    base: np.ndarray      # uint64 [n] book_key_after of the first legal move (key if none)
-    turn: np.ndarray      # uint8 [n]
-    in_check: np.ndarray  # bool [n]
-    counts: np.ndarray    # int32 [n] legal moves
-    moves: np.ndarray     # uint32 [sum(counts)] 32-bit legal moves
+    keys: np.ndarray         # uint64 [N]
+    turn: np.ndarray         # uint8 [N]
+    in_check: np.ndarray     # bool [N]
+    counts: np.ndarray       # int32 [N] legal moves
+    moves: np.ndarray        # uint32 [E] 32-bit legal moves
+    child_keys: np.ndarray   # uint64 [E]
+    zobrist: np.ndarray | None = None   # uint64 [N]
+    sfens: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.moves)
+
+    @property
+    def source(self) -> np.ndarray:
+        """int32 [E]: the position of each legal move."""
+        return np.repeat(np.arange(len(self.counts), dtype=np.int32), self.counts)
+
+    @property
+    def move16(self) -> np.ndarray:
+        """uint16 [E]: the legal moves as cshogi's 16-bit moves."""
+        return (self.moves & _U32(0xFFFF)).astype(np.uint16)
 
 
-def _collect_positions(sfens: Sequence[str], keys: np.ndarray) -> _Positions:
-    """The legal moves of positions ``sfens`` whose book keys are ``keys``."""
+def _collect_positions(sfens: Sequence[str], keys: np.ndarray | None = None,
+                       played: Sequence[Sequence[int]] | None = None, zobrist: bool = False,
+                       sfen: bool = False) -> ChildKeys:
+    """The legal moves of positions ``sfens`` (each after the moves ``played``), their
+    book keys (``keys`` when given), ``book_key_after`` of each one's first legal
+    move in ``child_keys[first move]`` (the position's own key if it has none: the
+    other child keys are left zero, :func:`_child_keys` fills them in), and when
+    asked for their zobrist hashes and sfens. Consecutive equal sfens are set once."""
     board = cshogi.Board()
-    set_sfen, is_check, after = board.set_sfen, board.is_check, board.book_key_after
+    set_sfen, is_check, after, book_key = (board.set_sfen, board.is_check,
+                                           board.book_key_after, board.book_key)
+    push, pop, zobrist_hash, board_sfen = board.push, board.pop, board.zobrist_hash, board.sfen
     n = len(sfens)
+    own = array("Q")
     bases = array("Q")
     turn = bytearray(n)
     checks = bytearray(n)
-    counts = array("i")
+    ends = array("q")
     moves = array("I")
-    extend = moves.extend
-    for i, (sfen, key) in enumerate(zip(sfens, keys.tolist())):
-        set_sfen(sfen)
+    hashes = array("Q")
+    texts: list[str] = []
+    extend, end, base, key_of = moves.extend, ends.append, bases.append, own.append
+    hash_of, text_of = hashes.append, texts.append
+    current = None
+    for i, text, path, key in zip(range(n), sfens, played if played is not None else repeat(()),
+                                  keys.tolist() if keys is not None else repeat(None)):
+        if text is not current:
+            set_sfen(text)
+            current = text
+        for move in path:
+            push(move)
+        if key is None:
+            key = book_key()
+            key_of(key)
         before = len(moves)
         extend(board.legal_moves)
-        count = len(moves) - before
-        counts.append(count)
-        bases.append(after(key, moves[before]) if count else key)
+        end(len(moves))
+        base(after(key, moves[before]) if len(moves) > before else key)
         turn[i] = board.turn
         checks[i] = is_check()
-    return _Positions(np.frombuffer(bases, dtype=_U64), np.frombuffer(turn, dtype=np.uint8),
-                      np.frombuffer(checks, dtype=np.uint8).astype(bool),
-                      np.frombuffer(counts, dtype=np.int32), np.frombuffer(moves, dtype=_U32))
+        if zobrist:
+            hash_of(zobrist_hash())
+        if sfen:
+            text_of(board_sfen().rsplit(" ", 1)[0])
+        for _ in path:
+            pop()
+    counts = np.diff(np.frombuffer(ends, dtype=np.int64), prepend=0).astype(np.int32)
+    return ChildKeys(np.frombuffer(own, dtype=_U64) if keys is None else keys,
+                     np.frombuffer(turn, dtype=np.uint8),
+                     np.frombuffer(checks, dtype=np.uint8).astype(bool), counts,
+                     np.frombuffer(moves, dtype=_U32), np.frombuffer(bases, dtype=_U64),
+                     np.frombuffer(hashes, dtype=_U64) if zobrist else None,
+                     texts if sfen else None)
 
 
-def _child_keys(tables: _KeyTables, part: _Positions) -> np.ndarray:
-    """The book key of the child of every legal move of ``part``, in move order."""
+def _child_keys(tables: _KeyTables, part: ChildKeys) -> ChildKeys:
+    """``part`` (from :func:`_collect_positions`) with the book key of the child of
+    every legal move, in move order."""
     starts = np.cumsum(part.counts) - part.counts
     has = part.counts > 0
-    base = part.base.copy()
+    base = part.child_keys.copy()     # book_key_after of the first moves, per position
     base[has] ^= tables.delta(part.moves[starts[has]], part.turn[has])
-    return (np.repeat(base, part.counts)
-            ^ tables.delta(part.moves, np.repeat(part.turn, part.counts)))
+    children = (np.repeat(base, part.counts)
+                ^ tables.delta(part.moves, np.repeat(part.turn, part.counts)))
+    return replace(part, child_keys=children)
+
+
+def legal_child_keys(sfens: Sequence[str], keys: np.ndarray | None = None, *,
+                     played: Sequence[Sequence[int]] | None = None, zobrist: bool = False,
+                     sfen: bool = False) -> ChildKeys:
+    """Every legal move of each position and its child's book key (see the module
+    docstring), one Python step per position. The positions are ``sfens`` (without
+    a move number), each after the 32-bit moves ``played[i]`` when given (siblings
+    that share an sfen object set it once); ``keys``: their book keys when the
+    caller has them. ``zobrist``, ``sfen``: also give each position's zobrist hash
+    and sfen. Raises :class:`BookgenError` if cshogi's book key is not the one
+    expected (:func:`check_book_keys`)."""
+    return _child_keys(check_book_keys(), _collect_positions(sfens, keys, played, zobrist,
+                                                             sfen))
 
 
 # -- lookup --------------------------------------------------------------------------
 
 
-class _KeyIndex:
-    """The positions' keys sorted, with a bitset on the top ``fbits`` bits (most
+class KeyIndex:
+    """Book keys (the positions', a file's) sorted, with a bitset on the top ``fbits`` bits (most
     child keys are not positions' keys: a few percent pass it) and a bucket table on
     the top ``bbits`` bits (about one key a bucket) giving the sorted slots to
     compare, in vectorised rounds. Keys several positions share are runs of slots."""
@@ -448,17 +523,17 @@ def _edges_chunk(span: tuple[int, int]) -> tuple[np.ndarray, ...]:
     """Pass 2: the legal edges of positions ``start:stop`` (source, target, move16),
     whether each is in check and its number of legal moves."""
     first, stop = span
-    index: _KeyIndex = _state["index"]
+    index: KeyIndex = _state["index"]
     all_hands: np.ndarray = _state["hands"]
-    part = _collect_positions(_state["sfens"][first:stop], _state["keys"][first:stop])
+    part = legal_child_keys(_state["sfens"][first:stop], _state["keys"][first:stop])
     moves = part.moves
-    hit, slot = index.lookup(_child_keys(_state["tables"], part))
+    hit, slot = index.lookup(part.child_keys)
     local = np.repeat(np.arange(stop - first, dtype=np.int32), part.counts)[hit]
     target = index.order[slot]
     # The key holds the board and the child's side to move's hand: the mover's hand
     # must be the target's other hand.
     mover = part.turn[local]
-    mover_hand = _mover_hand_after(all_hands[local + first, mover], moves[hit])
+    mover_hand = mover_hand_after(all_hands[local + first, mover], moves[hit])
     keep = all_hands[target, mover] == mover_hand
     shared = np.isin(index.sorted[slot], index.shared_keys)
     if shared.any():     # several positions have the key: confirm by the child's sfen
@@ -478,7 +553,7 @@ def _confirm(sources: np.ndarray, moves: np.ndarray, slots: np.ndarray, movers: 
     is the child (the mover's hand, then the sfen), -1 if none."""
     sfens: Sequence[str] = _state["sfens"]
     all_hands: np.ndarray = _state["hands"]
-    index: _KeyIndex = _state["index"]
+    index: KeyIndex = _state["index"]
     board = cshogi.Board()
     found = np.full(len(sources), -1, dtype=np.int64)
     for i, (source, move, slot, mover, hand) in enumerate(zip(
@@ -508,7 +583,7 @@ def find_legal_edges(sfens: Sequence[str], workers: int = 1,
     keys of the positions, where the caller has them (a reader that set each board
     anyway), else they are computed. Raises :class:`BookgenError` if cshogi's book
     key is not the one expected (:func:`check_book_keys`)."""
-    tables = check_book_keys()
+    check_book_keys()
     n = len(sfens)
     spans = [(start, min(start + _CHUNK, n)) for start in range(0, n, _CHUNK)]
     workers = workers if n >= _PARALLEL_MIN_POSITIONS else 1
@@ -516,7 +591,7 @@ def find_legal_edges(sfens: Sequence[str], workers: int = 1,
     try:
         keyed = list(fork_map(_keys_chunk, spans, workers, chunksize=4))
         keys = np.concatenate([k for k, _ in keyed]) if keyed else np.zeros(0, _U64)
-        _state.update(keys=keys, tables=tables, index=_KeyIndex(keys),
+        _state.update(keys=keys, index=KeyIndex(keys),
                       hands=np.concatenate([h for _, h in keyed]) if keyed
                       else np.zeros((0, 2), _U64))
         del keyed, keys
