@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import cshogi
+import numpy as np
 
 from bookgen.errors import BookgenError
 
@@ -273,3 +275,258 @@ def parse_position_spec(text: str) -> tuple[cshogi.Board, list[str]]:
 def board_key(board: cshogi.Board) -> str:
     """The normalised sfen (no move number) of a cshogi board."""
     return board.sfen().rsplit(" ", 1)[0]
+
+
+# -- the same checks on many positions at once ---------------------------------------------
+#
+# Readers of large files screen their positions here in bulk: a position passes when the
+# checks of _check_text and check_board pass and its text is already in normal form (the
+# sfen cshogi writes); it then needs only cshogi's set_sfen and the check of the side not
+# to move. Any other position goes through parse_sfen, which says what is wrong. Boards
+# are checked rank by rank: books repeat the same few thousand ranks, each checked once.
+
+_HAND_ORDER = "RBGSNLPrbgsnlp"      # the order of the pieces in hand in cshogi's sfens
+_RANK_PIECES = re.compile(r"\+[PLNSBRplnsbr]|[PLNSGBRKplnsgbrk]|[1-9]")
+_COUNT_BITS = 7     # per kind in a rank's summed counts (9 ranks of 9 squares fit)
+_KINDS = "PLNSGBR"  # PIECE_LIMITS' kinds; then the black king, the white king
+
+
+class _Ranks(dict[bytes, int]):
+    """Rank text -> row of :attr:`counts` and :attr:`flags` (row 0: not a valid rank
+    in normal form). ``counts``: pieces of each kind (P L N S G B R, black king, white
+    king) in 7-bit fields, to be summed over a board; ``flags``: bits 0-3 an
+    unpromoted black pawn or lance, black knight, white pawn or lance, white knight;
+    bits 4-12 the files of black's unpromoted pawns, 13-21 white's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = [0]
+        self.flags = [0]
+        self.squares: list[tuple[int, ...]] = [(0,) * 9]   # cshogi's pieces, file 9 first
+
+    def __missing__(self, rank: bytes) -> int:
+        row = self._check(rank.decode("ascii", "replace"))
+        self[rank] = row
+        return row
+
+    def _check(self, rank: str) -> int:
+        tokens = _RANK_PIECES.findall(rank)
+        if "".join(tokens) != rank or any(a.isdigit() and b.isdigit()
+                                          for a, b in zip(tokens, tokens[1:])):
+            return 0
+        counts = flags = 0
+        file = 9
+        squares: list[int] = []
+        for token in tokens:
+            if token.isdigit():
+                file -= int(token)
+                squares += [0] * int(token)
+                continue
+            if file < 1:
+                return 0        # more than 9 squares
+            squares.append(_PIECE_CODES[token])
+            letter = token[-1]
+            upper = letter.upper()
+            kind = _KINDS.index(upper) if upper != "K" else (7 if letter == "K" else 8)
+            counts += 1 << (_COUNT_BITS * kind)
+            if len(token) == 1:
+                black = letter.isupper()
+                if upper in "PL":
+                    flags |= 1 if black else 4
+                elif upper == "N":
+                    flags |= 2 if black else 8
+                if upper == "P":
+                    flags |= 1 << ((4 if black else 13) + file - 1)
+            file -= 1
+        if file != 0:
+            return 0
+        self.counts.append(counts)
+        self.flags.append(flags)
+        self.squares.append(tuple(squares))
+        return len(self.counts) - 1
+
+
+class _Hands(dict[bytes, int]):
+    """Hands text -> row of :attr:`counts` (pieces of each kind of PIECE_LIMITS, both
+    sides together); row 0: not a hands field in normal form (as cshogi writes it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = [(0,) * len(PIECE_LIMITS)]
+
+    def __missing__(self, hands: bytes) -> int:
+        counts = hand_counts(hands.decode("ascii", "replace"))
+        row = 0
+        if counts is not None:
+            self.counts.append(counts)
+            row = len(self.counts) - 1
+        self[hands] = row
+        return row
+
+
+_RANK_TABLE = _Ranks()
+_HAND_TABLE = _Hands()
+
+
+_PIECE_CODES = {letter: code for code, letter in enumerate(
+    "PLNSBRGK", 1)} | {"+" + letter: code for code, letter in enumerate("PLNSBR", 9)}
+_PIECE_CODES |= {text.lower(): code + 16 for text, code in _PIECE_CODES.items()}
+
+# Moves of black's pieces as (rank, file column) steps, ranks counted from rank a (black
+# moves towards it) and columns from file 9: the steps of each piece, and the slides. The
+# king is no attacker: cshogi's is_check, which parse_sfen asks, does not count it.
+_GOLD = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, 0))
+_DIAGONAL = ((-1, -1), (-1, 1), (1, -1), (1, 1))
+_ORTHOGONAL = ((-1, 0), (0, -1), (0, 1), (1, 0))
+_STEPS = {cshogi.BPAWN: ((-1, 0),), cshogi.BKNIGHT: ((-2, -1), (-2, 1)),
+          cshogi.BSILVER: ((-1, -1), (-1, 0), (-1, 1), (1, -1), (1, 1)),
+          cshogi.BGOLD: _GOLD, cshogi.BPROM_PAWN: _GOLD, cshogi.BPROM_LANCE: _GOLD,
+          cshogi.BPROM_KNIGHT: _GOLD, cshogi.BPROM_SILVER: _GOLD,
+          cshogi.BPROM_BISHOP: _ORTHOGONAL,
+          cshogi.BPROM_ROOK: _DIAGONAL}
+_SLIDES = {cshogi.BLANCE: ((-1, 0),), cshogi.BBISHOP: _DIAGONAL, cshogi.BROOK: _ORTHOGONAL,
+           cshogi.BPROM_BISHOP: _DIAGONAL, cshogi.BPROM_ROOK: _ORTHOGONAL}
+_WALL = 127
+_SIZE = 13          # the board with two squares of wall around it
+
+
+def _by_step(table: dict[int, tuple[tuple[int, int], ...]], white: bool
+             ) -> list[tuple[int, np.ndarray]]:
+    """(offset on the walled board from the target back to the mover, bool [128]: the
+    pieces of that colour that move by the step), per step of black's ``table`` (white's
+    steps go the other way)."""
+    result: dict[int, np.ndarray] = {}
+    for piece, steps in table.items():
+        for step_rank, step_column in steps:
+            offset = -(step_rank * _SIZE + step_column) * (-1 if white else 1)
+            result.setdefault(offset, np.zeros(128, dtype=bool))[piece + 16 * white] = True
+    return list(result.items())
+
+
+_ATTACKS = {white: (_by_step(_STEPS, white), _by_step(_SLIDES, white))
+            for white in (False, True)}
+
+
+def opponent_in_check(squares: np.ndarray, turn: np.ndarray) -> np.ndarray:
+    """Whether the side not to move is in check, for boards ``squares`` (int8 [n, 9, 9]
+    of cshogi's pieces, rank a first, file 9 first, one king a side) and sides to move
+    ``turn``: whether a piece of the side to move attacks the other king."""
+    count = len(squares)
+    walled = np.full((count, _SIZE, _SIZE), _WALL, dtype=np.int8)
+    walled[:, 2:11, 2:11] = squares
+    flat = walled.reshape(-1)
+    attacked = np.zeros(count, dtype=bool)
+    for white in (False, True):
+        chosen = np.flatnonzero(turn.astype(bool) == white)
+        if not len(chosen):
+            continue
+        king_code = cshogi.BKING if white else cshogi.WKING
+        king = (np.argmax(walled[chosen].reshape(len(chosen), -1) == king_code, axis=1)
+                + chosen * _SIZE * _SIZE)
+        steps, slides = _ATTACKS[white]
+        hit = np.zeros(len(chosen), dtype=bool)
+        for offset, pieces in steps:
+            hit |= pieces[flat[king + offset]]
+        for offset, pieces in slides:
+            rays = np.arange(len(chosen))
+            at = king + offset
+            while len(rays):
+                piece = flat[at]
+                stops = piece != 0
+                hit[rays[stops]] |= pieces[piece[stops]]
+                rays, at = rays[~stops], at[~stops] + offset
+        attacked[chosen] = hit
+    return attacked
+
+
+def _rows(table: dict[bytes, int], texts: list[bytes]) -> np.ndarray:
+    return np.fromiter(map(table.__getitem__, texts), dtype=np.int64, count=len(texts))
+
+
+def screen_sfens(boards: list[bytes], turns: np.ndarray, hands: list[bytes]) -> np.ndarray:
+    """Which positions, given by their board and hands fields and sides to move, pass
+    every check of :func:`parse_sfen` (syntax, 9 squares a rank, one king a side, no
+    dead piece, no two pawns on a file, the number of pieces of each kind, the side
+    not to move not in check) and are in normal form (as cshogi writes them: no two
+    digits in a row, the hands in cshogi's order and counts)."""
+    global _RANK_TABLE, _HAND_TABLE
+    if len(_RANK_TABLE) > 1 << 16 or len(_HAND_TABLE) > 1 << 16:   # ever new ones: anew
+        _RANK_TABLE, _HAND_TABLE = _Ranks(), _Hands()
+    ranks, hand_table = _RANK_TABLE, _HAND_TABLE
+    count = len(boards)
+    if not count:
+        return np.zeros(0, dtype=bool)
+    joined = b" ".join(boards)
+    text = np.frombuffer(joined, dtype=np.uint8)
+    ends = np.append(np.flatnonzero(text == ord(" ")), len(text))
+    slashes = np.searchsorted(np.flatnonzero(text == ord("/")), ends)
+    ok = np.diff(slashes, prepend=0) == 8
+    rows = np.zeros((count, 9), dtype=np.int64)
+    if ok.all():
+        rows[:] = _rows(ranks, joined.replace(b" ", b"/").split(b"/")).reshape(-1, 9)
+    elif ok.any():
+        chosen = [boards[i] for i in np.flatnonzero(ok).tolist()]
+        rows[ok] = _rows(ranks, b"/".join(chosen).split(b"/")).reshape(-1, 9)
+    ok &= (rows != 0).all(axis=1)
+    counts = np.array(ranks.counts, dtype=np.int64)[rows]
+    flags = np.array(ranks.flags, dtype=np.int64)[rows]
+    total = counts.sum(axis=1)
+    fields = (total[:, None] >> (_COUNT_BITS * np.arange(9))) & ((1 << _COUNT_BITS) - 1)
+    ok &= (fields[:, 7] == 1) & (fields[:, 8] == 1)
+    dead = (flags[:, 0] & 3) | (flags[:, 1] & 2) | (flags[:, 7] & 8) | (flags[:, 8] & 12)
+    ok &= dead == 0
+    for shift in (4, 13):
+        files = (flags >> shift) & 0x1FF
+        ok &= files.sum(axis=1) == np.bitwise_or.reduce(files, axis=1)
+    in_hand = _rows(hand_table, hands)
+    ok &= in_hand != 0
+    pieces = fields[:, :7] + np.array(hand_table.counts, dtype=np.int64)[in_hand]
+    ok &= (pieces <= PIECE_LIMIT_ARRAY).all(axis=1)
+    checked = np.flatnonzero(ok)
+    squares = np.array(ranks.squares, dtype=np.int8)[rows[checked]]
+    ok[checked] = ~opponent_in_check(squares, turns[checked])
+    return ok
+
+
+@lru_cache(maxsize=4096)
+def hand_counts(hands: str) -> tuple[int, ...] | None:
+    """The pieces in hand of each kind of :data:`PIECE_LIMITS` (both sides together) of a
+    hands field in normal form (as cshogi writes it), None if it is not in normal form
+    or not valid."""
+    if hands == "-":
+        return (0,) * len(PIECE_LIMITS)
+    try:
+        counts = _parse_hands(hands)
+    except InvalidPosition:
+        return None
+    normal = "".join(("" if counts[letter] == 1 else str(counts[letter])) + letter
+                     for letter in _HAND_ORDER if letter in counts)
+    if normal != hands:
+        return None
+    return tuple(counts.get(letter, 0) + counts.get(letter.lower(), 0)
+                 for letter in PIECE_LIMITS)
+
+
+PIECE_LIMIT_ARRAY = np.array(list(PIECE_LIMITS.values()), dtype=np.int64)
+
+
+def move_rules_hold(move16: np.ndarray, move32: np.ndarray, black: np.ndarray) -> np.ndarray:
+    """:func:`move_is_legal`'s own rules (promotion rights, no piece left unable to
+    move) for arrays of moves that cshogi's ``is_legal`` accepted: ``move16``, the cshogi
+    move (``move32``, which holds the piece moved) and whether black moves."""
+    move = move16.astype(np.int64) & 0xFFFF
+    to, origin, promote = move & 0x7F, move >> 7 & 0x7F, (move >> 14 & 1).astype(bool)
+    drop = origin >= 81
+    piece = move32.astype(np.int64) >> 16 & 0xF
+    kind = np.where(drop, origin - 80, piece)   # drops: P L N S B R G, cshogi's 1..7
+    to_rank, from_rank = to % 9, origin % 9
+
+    def zone(rank: np.ndarray) -> np.ndarray:
+        return np.where(black, rank <= 2, rank >= 6)
+
+    promotion = ((piece >= cshogi.PAWN) & (piece <= cshogi.ROOK)
+                 & (zone(from_rank) | zone(to_rank)))
+    last = np.where(black, 0, 8)
+    stuck = ((((kind == cshogi.PAWN) | (kind == cshogi.LANCE)) & (to_rank == last))
+             | ((kind == cshogi.KNIGHT) & np.where(black, to_rank <= 1, to_rank >= 7)))
+    return np.where(promote & ~drop, promotion, ~stuck)

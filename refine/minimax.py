@@ -35,7 +35,7 @@ from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, queries, w
 from bookgen.values import DrawValues
 
 __all__ = ["METHODS", "MinimaxSeconds", "MinimaxSettings", "MinimaxSummary", "peak_memory_mb",
-           "refine_minimax", "write_results"]
+           "refine_minimax", "solve", "write_results"]
 
 METHODS = ("retrograde", "negascout")
 # None (SQL NULL) where np.where takes an array: what numpy makes of None itself, which its
@@ -142,6 +142,19 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def solve(graph: MinimaxGraph, settings: MinimaxSettings) -> Propagation:
+    """The values of ``graph`` by ``settings.method`` with ``settings.draws``; its
+    ``seconds`` are the propagation's."""
+    started = time.perf_counter()
+    structure = analyse(graph)
+    if settings.method == "retrograde":
+        result = retrograde(graph, settings.draws, structure)
+    else:
+        result = negascout(graph, settings.draws, structure)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
 def refine_minimax(book: str | Path = DEFAULT_BOOK, settings: MinimaxSettings | None = None, *,
                    wait: bool = False) -> MinimaxSummary:
     """Minimax over the whole book; stores per-position and per-move values and
@@ -161,13 +174,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, settings: MinimaxSettings | 
             graph = build_graph(store, settings.scan_workers)
         finally:
             queries.commit(store.conn)
-        propagation_started = time.perf_counter()
-        structure = analyse(graph)
-        if settings.method == "retrograde":
-            result = retrograde(graph, settings.draws, structure)
-        else:
-            result = negascout(graph, settings.draws, structure)
-        result.seconds = time.perf_counter() - propagation_started
+        result = solve(graph, settings)
         fault_point("refine-minimax-propagated")
         write_started = time.perf_counter()
         with store.transaction():

@@ -28,23 +28,25 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from bookgen.arrays import NULL
+from bookgen.formats.move16 import usi_to_move16
 from bookgen.store import Book, MoveRows, ValueColumn
 from bookgen.store.index import BookIndex, IndexSpec
-from bookgen.store.legal_edges import find_legal_edges
+from bookgen.store.legal_edges import find_legal_edges, move16_usi
 from bookgen.values import MATE_VALUE
 
-__all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph"]
+__all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph",
+           "graph_from_rows"]
 
 KIND_LEAF = 0          # book move whose child is not a book position with moves
 KIND_BOOK_EDGE = 1     # book move into a node
 KIND_TRANSPOSITION = 2  # legal move into a node that the book does not store
 
-_USI_WIDTH = 5          # '7g7f+', 'P*5e'
 
 # What the graph reads of a book: every moves row (transposition rows of an earlier
 # refine flagged by the own mask) with its raw value, count and whether its child is
@@ -66,11 +68,17 @@ class MinimaxGraph:
     kind: np.ndarray           # int8 [E] KIND_*
     value: np.ndarray          # int32 [E] stored value clamped to +-MATE_VALUE, 0 if NULL
     count: np.ndarray          # int64 [E] stored count (0 for transposition edges)
-    move: np.ndarray           # S5 [E] USI move
+    move16: np.ndarray         # uint16 [E] cshogi's move16 (``move``: as USI)
     stored: np.ndarray         # bool [E] a moves row exists (book move, earlier transposition)
     child_linked: np.ndarray   # bool [E] the row's child_id is already set
+    row: np.ndarray            # int32 [E] the book move row of each option, -1 for the others
     stale_transpositions: list[tuple[int, str]]  # transposition rows no longer legal edges
     seconds: float = 0.0
+
+    @property
+    def move(self) -> np.ndarray:
+        """S5 [E]: the USI move of each option."""
+        return move16_usi(self.move16)
 
     @property
     def nodes(self) -> int:
@@ -88,16 +96,6 @@ class MinimaxGraph:
                 "book_edges": int((self.kind == KIND_BOOK_EDGE).sum()),
                 "transposition_edges": int((self.kind == KIND_TRANSPOSITION).sum()),
                 "leaf_moves": int((self.kind == KIND_LEAF).sum())}
-
-
-def _usi_codes(moves: np.ndarray) -> np.ndarray:
-    """An int64 per USI move (S5 bytes, 7 bits each), for joining on (node, move)."""
-    raw = np.ascontiguousarray(moves, dtype=f"S{_USI_WIDTH}").view(np.uint8)
-    raw = raw.reshape(-1, _USI_WIDTH).astype(np.int64)
-    code = np.zeros(len(moves), dtype=np.int64)
-    for column in range(_USI_WIDTH):
-        code = (code << 7) | raw[:, column]
-    return code
 
 
 def _sorted_member(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +123,7 @@ def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray,
     assert index.edge_count is not None
     moves = {
         "source": node_of_row[index.edge_rows()],
-        "move": np.array(index.move_names, dtype=f"S{_USI_WIDTH}")[index.edge_move],
+        "move16": usi_to_move16(index.move_names)[index.edge_move],
         "value": np.clip(np.where(value == NULL, 0, value), -MATE_VALUE, MATE_VALUE
                          ).astype(np.int32),
         "count": index.edge_count.astype(np.int64),
@@ -141,59 +139,86 @@ def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
     """Read ``book`` and find all its edges, transpositions included."""
     started = time.perf_counter()
     position_ids, sfens, turn, move_rows = _read_book(book)
+    return graph_from_rows(position_ids, sfens, turn, move_rows, workers, started)
+
+
+def graph_from_rows(position_ids: np.ndarray, sfens: Sequence[str], turn: np.ndarray,
+                    move_rows: dict[str, np.ndarray], workers: int | None = None,
+                    started: float | None = None, book_keys: np.ndarray | None = None
+                    ) -> MinimaxGraph:
+    """The graph of nodes (``position_ids``, ascending; ``sfens`` normalised; ``turn``)
+    and their moves rows ordered by node (``source`` node index, ``move16`` cshogi's,
+    ``value`` clamped to +-MATE_VALUE with 0 for none, ``count``, ``linked``: the row's
+    child is linked, ``earlier``: a transposition row of an earlier refine), whether
+    they come from a book or from a file; finds every legal edge between the nodes.
+    ``started``: when the reading began (for ``seconds``); ``book_keys``: the nodes' book
+    keys where the caller has them (:func:`bookgen.store.legal_edges.find_legal_edges`)."""
+    started = time.perf_counter() if started is None else started
     count = len(sfens)
     legal = find_legal_edges(sfens, workers if workers is not None
-                             else min(2, os.cpu_count() or 1))
+                             else min(2, os.cpu_count() or 1), book_keys)
     del sfens
-    hit_source, hit_target, hit_move = legal.source, legal.target, legal.usi()
+    hit_source, hit_target, hit_move = legal.source, legal.target, legal.move16
     in_check = legal.in_check
     del legal
 
     def keys(source: np.ndarray, move: np.ndarray) -> np.ndarray:
-        return (source.astype(np.int64) << 35) | _usi_codes(move)
+        return (source.astype(np.int64) << 16) | move
 
     hit_keys = keys(hit_source, hit_move)
     order = np.argsort(hit_keys, kind="stable")
     hit_keys, hit_source, hit_target, hit_move = (
         hit_keys[order], hit_source[order], hit_target[order], hit_move[order])
-    row_keys = keys(move_rows["source"], move_rows["move"])
+    del order
     earlier = move_rows["earlier"]   # transposition rows of an earlier refine
     real = ~earlier
+    real_keys = keys(move_rows["source"][real], move_rows["move16"][real])
 
     # Book moves: an edge when the legal-move scan found the child among the nodes.
-    found, at = _sorted_member(hit_keys, row_keys[real])
+    found, at = _sorted_member(hit_keys, real_keys)
     book_target = np.where(found, hit_target[at] if len(hit_keys) else -1, -1).astype(np.int32)
-    # Earlier transposition rows that are no longer edges are removed.
-    still, _ = _sorted_member(hit_keys, row_keys[earlier])
-    stale_rows = np.nonzero(earlier)[0][~still]
-    stale = [(int(position_ids[move_rows["source"][i]]), move_rows["move"][i].decode())
-             for i in stale_rows]
+    del found, at
     # Transposition edges: legal moves into nodes that are not book moves.
-    real_sorted = np.sort(row_keys[real])
-    extra = ~_sorted_member(real_sorted, hit_keys)[0]
-    earlier_sorted = np.sort(row_keys[earlier])
-    tr_stored = _sorted_member(earlier_sorted, hit_keys[extra])[0]
-    linked_sorted = np.sort(row_keys[earlier & move_rows["linked"]])
-    tr_linked = _sorted_member(linked_sorted, hit_keys[extra])[0]
+    real_keys.sort()
+    extra = ~_sorted_member(real_keys, hit_keys)[0]
+    del real_keys
+    # Earlier transposition rows: stored, linked, or no longer edges (removed).
+    earlier_keys = keys(move_rows["source"][earlier], move_rows["move16"][earlier])
+    still, _ = _sorted_member(hit_keys, earlier_keys)
+    stale_rows = np.nonzero(earlier)[0][~still]
+    stale = [(int(position_ids[move_rows["source"][i]]),
+              move16_usi(move_rows["move16"][i:i + 1])[0].decode()) for i in stale_rows]
+    hit_keys = hit_keys[extra]
+    tr_stored = _sorted_member(np.sort(earlier_keys), hit_keys)[0]
+    linked_keys = np.sort(earlier_keys[move_rows["linked"][earlier]])
+    tr_linked = _sorted_member(linked_keys, hit_keys)[0]
+    del hit_keys, earlier_keys, linked_keys
+    hit_source, hit_target, hit_move = hit_source[extra], hit_target[extra], hit_move[extra]
 
-    n_book = int(real.sum())
     n_extra = int(extra.sum())
-    source = np.concatenate([move_rows["source"][real], hit_source[extra]])
-    target = np.concatenate([book_target, hit_target[extra]])
-    kind = np.concatenate([np.where(book_target >= 0, KIND_BOOK_EDGE, KIND_LEAF),
-                           np.full(n_extra, KIND_TRANSPOSITION)]).astype(np.int8)
-    value = np.concatenate([move_rows["value"][real], np.zeros(n_extra, dtype=np.int32)])
-    counts = np.concatenate([move_rows["count"][real], np.zeros(n_extra, dtype=np.int64)])
-    moves = np.concatenate([move_rows["move"][real], hit_move[extra]])
-    stored_mask = np.concatenate([np.ones(n_book, dtype=bool), tr_stored])
-    linked = np.concatenate([move_rows["linked"][real], tr_linked])
-    del move_rows
-
+    source = np.concatenate([move_rows["source"][real], hit_source])
     order = np.argsort(source, kind="stable")
     indptr = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(np.bincount(source, minlength=count), out=indptr[1:])
-    return MinimaxGraph(
+    del source
+
+    def arranged(book_part: np.ndarray, extra_part: np.ndarray) -> np.ndarray:
+        """The options' column (book moves, then transposition edges) in CSR order."""
+        return np.concatenate([book_part, extra_part])[order]
+
+    rows = np.flatnonzero(real)
+    moves = arranged(move_rows["move16"][rows], hit_move)
+    graph = MinimaxGraph(
         position_ids=position_ids, turn=turn, in_check=in_check, indptr=indptr,
-        target=target[order], kind=kind[order], value=value[order], count=counts[order],
-        move=moves[order], stored=stored_mask[order], child_linked=linked[order],
-        stale_transpositions=stale, seconds=time.perf_counter() - started)
+        target=arranged(book_target, hit_target),
+        kind=arranged(np.where(book_target >= 0, KIND_BOOK_EDGE, KIND_LEAF).astype(np.int8),
+                      np.full(n_extra, KIND_TRANSPOSITION, dtype=np.int8)),
+        value=arranged(move_rows["value"][rows], np.zeros(n_extra, dtype=np.int32)),
+        count=arranged(move_rows["count"][rows], np.zeros(n_extra, dtype=np.int64)),
+        move16=moves,
+        stored=arranged(np.ones(len(rows), dtype=bool), tr_stored),
+        child_linked=arranged(move_rows["linked"][rows], tr_linked),
+        row=arranged(rows.astype(np.int32), np.full(n_extra, -1, dtype=np.int32)),
+        stale_transpositions=stale)
+    graph.seconds = time.perf_counter() - started
+    return graph

@@ -493,8 +493,8 @@ READER_FUZZ = r'''
 import sys
 import cshogi
 from hypothesis import given, settings, strategies as st, HealthCheck
-from bookgen.diagnostics import Diagnostics
-from bookgen.formats.db2016 import read_db2016
+import numpy as np
+from bookgen.formats.db2016 import parse_chunk, usi_names
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
 POOL = [
@@ -504,21 +504,24 @@ POOL = [
     "sfen 9/9/9/9/9/9/9/9/9 b - 0", "none none 1 1 1", "7g7f 3c3d 42 24 17",
     "2g2f none 38 24 3", "3c3d 2g2f 0 0 1", "8c8d", "P*5e none 0 0 1", "7g7f+ none",
     "4c4d 7g7f none none 3", "1g1f 1c1d -5 2 9223372036854775807",
+    "7g7f 3c3d +5 1 1", "7g7f 3c3d 1_0 1 1", "7g7f 3c3d 1e3 1 1", "7g7f 3c3d 99999999999 1 1",
+    "7g7f 3c3d 5 -1 1", "7g7f 3c3d 5 1 none", "7g7f  3c3d 5 1 1", " 7g7f 3c3d 5 1 1",
+    "7g7f 3c3d 5 1 1 extra", "7g7f 3c3d 5 1 1 \u3000", "7g7f\t3c3d 5 1 1", "7g7f 3c3d 05 007 0",
+    "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 1P 1",
+    "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1234567890",
+    "sfen lnsgkgsnl/1r5b1/ppppppppp/45/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1",
+    "sfen 4k4/9/9/9/4R4/9/9/9/4K4 w - 1", "5a5b none 1 1 1",
 ]
-CHARS = "0123456789abcdefghiPLNSGBRKplnsgbrk+*/- \t#"
+CHARS = "0123456789abcdefghiPLNSGBRKplnsgbrk+*/- \t#_.eE\u00e9\u3000\x0b"
 
 
-class Sink:
-    def __init__(self):
-        self.positions = []
-        self.moves = []
-
-    def add_position(self, sfen, zobrist, ply, turn):
-        self.positions.append((sfen, zobrist, ply, turn))
-        return len(self.positions) - 1
-
-    def add_move(self, local, move, ponder, value, depth, count):
-        self.moves.append((local, move, ponder, value, depth, count))
+def same(block, other):
+    for name in ("sfen", "problems", "skipped"):
+        assert getattr(block, name) == getattr(other, name), name
+    for name in ("ply", "zobrist", "turn", "book_key", "position", "move", "ponder", "value",
+                 "depth", "count"):
+        assert np.array_equal(getattr(block, name), getattr(other, name)), name
+    assert list(block.skipped) == list(other.skipped)   # in the order met
 
 
 def mutate(args):
@@ -543,16 +546,19 @@ LINE = st.one_of(
           suppress_health_check=list(HealthCheck))
 @given(st.lists(LINE, max_size=25))
 def fuzz(lines):
-    sink = Sink()
-    diagnostics = Diagnostics(stream=None)
-    read_db2016("fuzz.db", sink, diagnostics, list(enumerate(lines, 1)))
+    data = "\n".join(lines).encode()
+    block = parse_chunk(("fuzz.db", 1, data, len(data)))
+    # The bulk path reads the lines as the line reader does.
+    same(block, parse_chunk(("fuzz.db", 1, data, len(data)), bulk=False))
+    positions = block.position_rows()
     # Whatever was accepted is a real position with legal moves.
-    for sfen, zobrist, ply, turn in sink.positions:
+    for _i, sfen, zobrist, ply, turn in positions:
         board = cshogi.Board(sfen + " 1")
         assert board.sfen().rsplit(" ", 1)[0] == sfen
         assert turn == board.turn
-    for local, move, ponder, value, depth, count in sink.moves:
-        board = cshogi.Board(sink.positions[local][0] + " 1")
+        assert zobrist % 2**64 == board.zobrist_hash()
+    for local, move, ponder, value, depth, count in block.move_rows():
+        board = cshogi.Board(positions[local][1] + " 1")
         legal = {cshogi.move_to_usi(m) for m in board.legal_moves}
         assert move in legal, (move, sink.positions[local][0])
         if ponder is not None:
@@ -561,7 +567,7 @@ def fuzz(lines):
         assert isinstance(count, int) and count >= 0
     # Nothing is lost silently: an entry is either imported or counted as skipped.
     nonblank = [l for l in lines if l.strip() and not l.strip().startswith(("#", "//"))]
-    accounted = len(sink.positions) + len(sink.moves) + sum(diagnostics.skipped.values())
+    accounted = len(positions) + len(block.move) + sum(block.skipped.values())
     assert accounted == len(nonblank), (accounted, len(nonblank), lines)
 
 
@@ -584,7 +590,7 @@ from contextlib import contextmanager  # noqa: E402
 from unittest import mock  # noqa: E402
 
 import bookgen.bookfiles.importer as importer_module  # noqa: E402
-import bookgen.formats.parallel as parallel_module  # noqa: E402
+import bookgen.formats.db2016 as db2016_module  # noqa: E402
 from bookgen.bookfiles.importer import ImportSettings, import_books  # noqa: E402
 from bookgen.diagnostics import Diagnostics  # noqa: E402
 
@@ -597,8 +603,8 @@ JUNK_LINES = [
 @contextmanager
 def tiny_parallel_chunks(chunk_bytes: int):
     """Make every file 'large' and cut it into chunks of about ``chunk_bytes``."""
-    with mock.patch.object(importer_module, "PARALLEL_MIN_BYTES", 1), \
-            mock.patch.object(parallel_module, "CHUNK_BYTES", chunk_bytes):
+    with mock.patch.object(db2016_module, "PARALLEL_MIN_BYTES", 1), \
+            mock.patch.object(db2016_module, "CHUNK_BYTES", chunk_bytes):
         yield
 
 
@@ -679,7 +685,7 @@ def test_large_file_goes_through_the_parallel_reader(tmp_path, large_db2016):
     from conftest import PYTHON, ROOT
 
     path, blocks, bad_position_line, bad_move_line = large_db2016
-    assert path.stat().st_size >= parallel_module.PARALLEL_MIN_BYTES
+    assert path.stat().st_size >= db2016_module.PARALLEL_MIN_BYTES
     proc = subprocess.run([PYTHON, "-m", "bookgen.cli", "import", "--json", str(path),
                            "-b", str(tmp_path / "b.sqlite")], capture_output=True, text=True,
                           timeout=300, cwd=str(ROOT))

@@ -629,7 +629,7 @@ def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
 
 
 GRAPH_FIELDS = ("position_ids", "turn", "in_check", "indptr", "target", "kind", "value",
-                "count", "move", "stored", "child_linked")
+                "count", "move", "move16", "stored", "child_linked", "row")
 
 
 def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
@@ -679,6 +679,15 @@ def old_read_book(store):
     arrays = {name: np.array([row[i] for row in moves], dtype=dtype)
               for i, (name, dtype) in enumerate(zip(names, types))}
     arrays["source"] = np.searchsorted(position_ids, arrays["source"])
+    move16 = {}      # cshogi's 16-bit move of each USI text
+    for code in range(1 << 15):
+        to, origin, promote = code & 0x7F, code >> 7 & 0x7F, code >> 14
+        if to < 81 and origin < 88 and origin != to and not (origin >= 81 and promote):
+            move16[cshogi.move_to_usi(code)] = code
+    arrays["move16"] = np.array([move16[m.decode()] for m in arrays.pop("move")],
+                                dtype=np.uint16)
+    arrays = {name: arrays[name] for name in ("source", "move16", "value", "count", "linked",
+                                              "earlier")}
     return position_ids, sfens, turn, arrays
 
 

@@ -365,3 +365,79 @@ def test_legal_usis_helper_matches_board():
     board = cshogi.Board()
     assert sorted(legal_usis(board)) == sorted(cshogi.move_to_usi(m) for m in board.legal_moves)
     assert len(legal_usis(board)) == 30
+
+
+# ---------------------------------------------------------------- screening in bulk
+
+
+def random_placements(rng: random.Random, count: int) -> list[str]:
+    """Sfens (normal form, as cshogi writes them) of random placements: both kings,
+    up to 12 other pieces anywhere (dead pieces, two pawns on a file, kings side by
+    side, pieces pinned against their king and giving check...), random hands and
+    side to move; most are not positions parse_sfen takes."""
+    board = cshogi.Board()
+    sfens = []
+    while len(sfens) < count:
+        squares = [0] * 81
+        codes = rng.sample(range(81), 2 + rng.randint(0, 12))
+        squares[codes[0]], squares[codes[1]] = cshogi.BKING, cshogi.WKING
+        for square in codes[2:]:
+            piece = rng.choice([1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14])
+            squares[square] = piece + rng.choice([0, 16])
+        hands = ([rng.choice([0, 0, 1, 2]) for _ in range(7)],
+                 [rng.choice([0, 0, 1, 3]) for _ in range(7)])
+        board.set_pieces(squares, hands)
+        sfen = board.sfen().rsplit(" ", 1)[0]
+        board_field, _turn, hands_field = sfen.split(" ")
+        sfens.append(f"{board_field} {rng.choice('bw')} {hands_field}")
+    return sfens
+
+
+def test_screen_sfens_agrees_with_parse_sfen():
+    import numpy as np
+
+    from bookgen.position import opponent_in_check, screen_sfens
+
+    rng = random.Random(11)
+    sfens = random_placements(rng, 6000)
+    sfens += [key_of(b) for b in random_positions(3, 800, max_plies=120)]
+    sfens += [s.replace(" b ", " x ").replace(" w ", " b ").replace(" x ", " w ")
+              for s in sfens[-800:]]                       # the other side to move
+    sfens += ["lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 1P",
+              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b Pb",
+              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b bP",
+              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSN1L b -",
+              "lnsgkgsnl/1r5b1/ppppppppp/54/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -",
+              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b 19P",
+              "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/5PPPPPPPPP/1B5R1/LNSGKGSNL b -"]
+    fields = [s.split(" ") for s in sfens]
+    ok = screen_sfens([f[0].encode() for f in fields],
+                      np.array([f[1] == "w" for f in fields]), [f[2].encode() for f in fields])
+    accepted = 0
+    for sfen, passed in zip(sfens, ok.tolist()):
+        try:
+            normal = parse_sfen(sfen).sfen
+        except InvalidPosition:
+            assert not passed, sfen
+            continue
+        accepted += 1
+        assert passed == (normal == sfen), sfen    # passes: taken as it is, in normal form
+    assert 1000 < accepted < len(sfens) - 1000
+    checked = [s for s in sfens[:6000] if "in check" in _reason(s)]
+    assert len(checked) > 50     # the check of the side not to move was exercised
+    boards = [cshogi.Board(s + " 1") for s in sfens[-1606:-6]]
+    squares = np.array([np.array(b.pieces, dtype=np.int8).reshape(9, 9).T[:, ::-1]
+                        for b in boards])
+    turns = np.array([b.turn for b in boards])
+    flipped = np.array([cshogi.Board(s.replace(" b ", " x ").replace(" w ", " b ")
+                                     .replace(" x ", " w ") + " 1").is_check()
+                        for s in sfens[-1606:-6]])
+    assert np.array_equal(opponent_in_check(squares, turns), flipped)
+
+
+def _reason(sfen: str) -> str:
+    try:
+        parse_sfen(sfen)
+    except InvalidPosition as error:
+        return str(error)
+    return ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from bookgen.diagnostics import Diagnostics
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_output
 from bookgen.formats.apery import export_records
-from bookgen.formats.db2016 import write_db2016
+from bookgen.formats.db2016 import usi_names, write_db2016
 from bookgen.formats.policy import write_policy_book
 from bookgen.formats.training import training_arrays
 from bookgen.progress import progress_bar
@@ -106,6 +107,17 @@ def _value(m: BookMove) -> int:
     return m.value
 
 
+@cache
+def usi_rank() -> np.ndarray:
+    """int32 [65536]: the place of each ``move16``'s USI text among all of them in
+    byte order (the order :func:`minimax_moves` breaks ties by)."""
+    names = usi_names()
+    moves = [m for m in range(1 << 16) if names[m] is not None]
+    rank = np.zeros(1 << 16, dtype=np.int32)
+    rank[sorted(moves, key=names.__getitem__)] = np.arange(len(moves), dtype=np.int32)
+    return rank
+
+
 def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
     """Moves with minimax values for writing, best first; ``draw`` is the mover's draw
     value in cp. Best: highest value, then (refine's rule) the shorter line when the
@@ -124,6 +136,87 @@ def minimax_moves(draw: int, moves: list[BookMove]) -> list[BookMove]:
             for m in ordered if m is not chosen]
     rest.sort(key=lambda m: (-_value(m), -m.count, m.move))
     return [chosen, *rest]
+
+
+def _segment(ufunc: np.ufunc, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``ufunc.reduceat`` over non-empty segments starting at ``starts``."""
+    return ufunc.reduceat(values, starts) if len(values) else values[:0]
+
+
+def minimax_order(indptr: np.ndarray, move16: np.ndarray, value: np.ndarray,
+                  depth: np.ndarray, count: np.ndarray, draw: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`minimax_moves` for many positions at once: the moves of position ``i`` are
+    ``indptr[i]:indptr[i + 1]`` of ``move16`` (cshogi's), ``value``, ``depth`` (-1 for
+    None: a line ending in repetition) and ``count``; ``draw[i]`` is its mover's draw
+    value in cp. Returns (the moves in writing order, as indices; the value each is
+    written with)."""
+    sizes = np.diff(indptr)
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    starts = indptr[:-1][sizes > 0]
+    group = (np.cumsum(sizes > 0) - 1)[owner]      # the non-empty segment of each move
+    rank = usi_rank()[move16.astype(np.int64) & 0xFFFF].astype(np.int64)
+    value = value.astype(np.int64)
+    depth = depth.astype(np.int64)
+    count = count.astype(np.int64)
+    endless = depth < 0
+    line = np.where(endless, np.iinfo(np.int64).max, depth)     # None: infinitely long
+    line = np.where(value >= draw[owner], -line, line)
+    # The best: highest value, then line, then count, then the first move in text order.
+    best = value == _segment(np.maximum, value, starts)[group]
+    low = np.iinfo(np.int64).min
+    best &= line == _segment(np.maximum, np.where(best, line, low), starts)[group]
+    best &= count == _segment(np.maximum, np.where(best, count, low), starts)[group]
+    high = np.iinfo(np.int64).max
+    chosen = best & (rank == _segment(np.minimum, np.where(best, rank, high), starts)[group])
+    best_value = value[chosen][group]
+    best_depth = depth[chosen][group]
+    tie = ~chosen & (value == best_value) & (depth != best_depth)
+    written = np.where(tie, value - 1, value)
+    return _writing_order(owner, chosen, written, count, rank), written
+
+
+def _writing_order(owner: np.ndarray, chosen: np.ndarray, written: np.ndarray,
+                   count: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Indices by owner, the chosen move first, then by written value (high first),
+    count (high first) and move text. One sort on a key that leaves the counts out,
+    then the positions where two moves of a written value have different counts
+    sorted again with them."""
+    if not len(owner):
+        return np.zeros(0, dtype=np.int64)
+    later = (~chosen).astype(np.int64)
+    lowered = written.max() - written       # high first
+    order = _packed_order([owner, later, lowered, rank])
+    if order is None:
+        return np.lexsort((rank, -count, -written, later, owner))
+    head = (owner << 1 | later)[order]
+    same = (head[1:] == head[:-1]) & (lowered[order[1:]] == lowered[order[:-1]])
+    clash = same & (count[order[1:]] != count[order[:-1]])
+    if clash.any():
+        marked = np.zeros(int(owner[-1]) + 1, dtype=bool)
+        marked[owner[order[1:][clash]]] = True
+        again = marked[owner[order]]
+        moves = order[again]
+        group = np.cumsum(np.diff(owner[moves], prepend=owner[moves[0]]) != 0)
+        fewer = count[moves].max() - count[moves]
+        sub = _packed_order([group, later[moves], lowered[moves], fewer, rank[moves]])
+        if sub is None:
+            sub = np.lexsort((rank[moves], -count[moves], -written[moves], later[moves],
+                              owner[moves]))
+        order[again] = moves[sub]
+    return order
+
+
+def _packed_order(keys: list[np.ndarray]) -> np.ndarray | None:
+    """The stable order of rows by non-negative ``keys`` (the first decides first),
+    through one int64 packing them; None if they do not fit in 63 bits."""
+    widths = [max(int(key.max()).bit_length(), 1) for key in keys]
+    if sum(widths) > 63:
+        return None
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    for key, width in zip(keys, widths):
+        packed = packed << width | key
+    return np.argsort(packed, kind="stable")
 
 
 def _minimax_blocks(store: Book) -> Iterator[Block]:

@@ -17,7 +17,6 @@ from bookgen.errors import BookgenError, SettingsError
 from bookgen.formats import FORMATS, SAMPLE_BYTES, detect_format
 from bookgen.formats.apery import read_apery
 from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
-from bookgen.formats.parallel import PARALLEL_MIN_BYTES, read_db2016_parallel
 from bookgen.formats.positions import Roots
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
@@ -159,10 +158,8 @@ def _read_file(path: Path, file_format: str, writer: BulkWriter, diagnostics: Di
         with progress_bar(total=path.stat().st_size, unit="B", unit_scale=True,
                           desc=f"reading {path.name}", disable=None if progress else True
                           ) as bar:
-            if workers > 1 and path.stat().st_size >= PARALLEL_MIN_BYTES:
-                read_db2016_parallel(path, writer, diagnostics, workers, bar.update)
-            else:
-                read_db2016(path, writer, diagnostics, iter_lines(path, bar.update))
+            for block in read_db2016(path, diagnostics, workers=workers, on_bytes=bar.update):
+                writer.add_rows(block.position_rows(), block.move_rows())
     else:
         walk = read_apery(path, writer, diagnostics, root_boards, max_gap, workers)
         info.update(walk.as_dict())

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from bookgen.formats.positions import Roots
     from bookgen.grow import GrowSummary
     from bookgen.refine.minimax import MinimaxSummary
+    from bookgen.refine.minimax_file import MinimaxFileSummary
 
 
 def grow_extender(book: Path, settings: ExtensionSettings, *, roots: Roots,
@@ -84,8 +85,29 @@ def format_summary(summary: MinimaxSummary) -> str:
             f"propagation {seconds.propagate:.1f}, write {seconds.write:.1f})")
 
 
+def format_file_summary(summary: MinimaxFileSummary) -> str:
+    """One line: what the file-to-file minimax run did and how long it took."""
+    counts, seconds = summary.counts, summary.seconds
+    return (f"{summary.out}: {summary.settings.method} minimax of {summary.source}: "
+            f"{counts['positions']} positions, {counts['edges']} edges "
+            f"({counts['transposition_edges']} transpositions), {counts['leaf_moves']} leaf "
+            f"moves, {counts['cycle_components']} cycle components with "
+            f"{counts['positions_in_cycles']} positions; {counts['moves_written']} moves "
+            f"written; {seconds.total:.1f} s (read {seconds.read:.1f}, graph "
+            f"{seconds.graph:.1f}, propagation {seconds.propagate:.1f}, write "
+            f"{seconds.write:.1f})")
+
+
 @click.command("minimax")
 @book_option()
+@click.option("--in", "source", type=click.Path(dir_okay=False),
+              help="Refine this DB2016 book file instead, file to file (with --out): no SQLite "
+                   "book is built; invalid entries are reported and skipped as by import.")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="With --in: the refined book written, as 'export --values minimax' writes "
+                   "a refined book (.db: DB2016, .bin: Apery).")
+@click.option("--strict", is_flag=True,
+              help="With --in: refuse a file with any invalid entry (nothing written).")
 @draw_value_options("A repetition's worth to black, per mille of a win (dlshogi "
                     "Book_Draw_Value_Black; 500 = 0 cp).")
 @click.option("--method", type=click.Choice(["retrograde", "negascout"]), default="retrograde",
@@ -96,7 +118,8 @@ def format_summary(summary: MinimaxSummary) -> str:
 @json_option()
 @wait_option
 @reports_errors
-def minimax_command(book: str, draw_value_black: int, draw_value_white: int, method: str,
+def minimax_command(book: str, source: str | None, out: str | None, strict: bool,
+                    draw_value_black: int, draw_value_white: int, method: str,
                     workers: int | None, as_json: bool, wait: bool) -> None:
     """Minimax over the whole book graph, transpositions included.
 
@@ -112,12 +135,36 @@ def minimax_command(book: str, draw_value_black: int, draw_value_white: int, met
     moves into book positions that the book does not store are added as
     moves with count 0 and no value, for 'bookgen export --values minimax'.
     Everything is written in one transaction with its runs row.
+
+    With --in and --out it reads a DB2016 file and writes the refined book
+    file instead, without a SQLite book: the same values, depths, tie rule
+    and transposition moves as import, refine minimax and export --values
+    minimax give.
     """
+    from bookgen.errors import BookgenError
     from bookgen.refine.minimax import MinimaxSettings, refine_minimax
     from bookgen.values import DrawValues
 
     settings = MinimaxSettings(method=method, draws=DrawValues(draw_value_black, draw_value_white),
                                scan_workers=workers)
+    if source is not None or out is not None:
+        if source is None or out is None:
+            raise BookgenError("--in and --out go together: the book file read and the one "
+                               "written")
+        context = click.get_current_context()
+        if context.get_parameter_source("book") != click.core.ParameterSource.DEFAULT:
+            raise BookgenError("-b/--book and --in exclude each other: refine a SQLite book "
+                               "or a book file")
+        from bookgen.refine.minimax_file import refine_minimax_file
+
+        file_summary = refine_minimax_file(source, out, settings, strict=strict)
+        if as_json:
+            echo_json(file_summary.as_dict())
+        else:
+            click.echo(format_file_summary(file_summary))
+        return
+    if strict:
+        raise BookgenError("--strict applies to --in: a SQLite book holds no invalid entries")
     summary = refine_minimax(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())

@@ -1,7 +1,7 @@
 """File formats, without SQL: books, training data, positions and game records.
 
-Book files: YaneuraOu DB2016 text books (:mod:`~bookgen.formats.db2016`, large
-files on workers: :mod:`~bookgen.formats.parallel`), Apery/dlshogi binary books
+Book files: YaneuraOu DB2016 text books (:mod:`~bookgen.formats.db2016`, read
+in bulk, large files on workers), Apery/dlshogi binary books
 (:mod:`~bookgen.formats.apery`) and YaneuraOu policy books
 (:mod:`~bookgen.formats.policy`); this module tells DB2016 and Apery apart
 (:func:`detect_format`). Training data: hcp and hcpe records

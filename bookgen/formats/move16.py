@@ -7,6 +7,9 @@ cshogi's order P L N S B R G. Bit 15 is unused.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import cache
+
 import numpy as np
 
 _DROP_LETTERS = "PLNSBRG"
@@ -31,3 +34,15 @@ def is_move16(move16: np.ndarray) -> np.ndarray:
     to, origin, promote = move16 & 0x7F, move16 >> 7 & 0x7F, move16 >> 14
     return ((to < 81) & (promote <= 1) & (origin < 81 + len(_DROP_LETTERS)) & (origin != to)
             & ~((origin >= 81) & (promote == 1)))
+
+
+@cache
+def _usi_to_move16() -> dict[str, int]:
+    return {usi: move16 for move16 in range(1 << 15)
+            if (usi := move16_to_usi(move16)) is not None}
+
+
+def usi_to_move16(texts: Sequence[str]) -> np.ndarray:
+    """uint16 ``move16`` of each USI text (0 for a text that is no move's)."""
+    table = _usi_to_move16()
+    return np.array([table.get(text, 0) for text in texts], dtype=np.uint16)

@@ -513,9 +513,10 @@ _state: dict[str, Any] = {}   # what the chunk functions read; forked workers in
 
 
 def _keys_chunk(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Pass 1: the book keys and hands of positions ``start:stop``."""
+    """Pass 1: the book keys (unless given) and hands of positions ``start:stop``."""
     sfens = _state["sfens"][span[0]:span[1]]
-    return _book_keys(sfens), hands(sfens)
+    given = _state.get("given")
+    return (_book_keys(sfens) if given is None else given[span[0]:span[1]]), hands(sfens)
 
 
 def _edges_chunk(span: tuple[int, int]) -> tuple[np.ndarray, ...]:
@@ -573,18 +574,20 @@ def _confirm(sources: np.ndarray, moves: np.ndarray, slots: np.ndarray, movers: 
     return found
 
 
-def find_legal_edges(sfens: Sequence[str], workers: int = 1) -> LegalEdges:
+def find_legal_edges(sfens: Sequence[str], workers: int = 1,
+                     keys: np.ndarray | None = None) -> LegalEdges:
     """Every legal move of each of ``sfens`` (positions without a move number) whose
     child is one of ``sfens``; see the module docstring. A position given twice is
     the target of edges at its first index only. With ``workers`` > 1 and many
-    positions, the work runs on that many forked processes. Raises
-    :class:`BookgenError` if cshogi's book key is not the one expected
-    (:func:`check_book_keys`)."""
+    positions, the work runs on that many forked processes. ``keys``: cshogi's book
+    keys of the positions, where the caller has them (a reader that set each board
+    anyway), else they are computed. Raises :class:`BookgenError` if cshogi's book
+    key is not the one expected (:func:`check_book_keys`)."""
     check_book_keys()
     n = len(sfens)
     spans = [(start, min(start + _CHUNK, n)) for start in range(0, n, _CHUNK)]
     workers = workers if n >= _PARALLEL_MIN_POSITIONS else 1
-    _state.update(sfens=sfens)
+    _state.update(sfens=sfens, given=keys)
     try:
         keyed = list(fork_map(_keys_chunk, spans, workers, chunksize=4))
         keys = np.concatenate([k for k, _ in keyed]) if keyed else np.zeros(0, _U64)
