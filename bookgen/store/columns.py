@@ -190,9 +190,18 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
         ints.append(("depth", "m.depth"))
     if "ponder" in extra:
         ints.append(("ponder_null", "m.ponder IS NULL"))
-    pids, child = sql_int_columns(
-        conn, f"SELECT m.position_id AS position_id, m.child_id AS child_id {order}",
-        ["position_id", "child_id"])
+    # One scan for every integer column. Unlinked moves are read as 0 when every link
+    # is a positive id (the usual case), rather than as NULL's 20 digits.
+    lowest = conn.execute("SELECT child_id FROM moves WHERE child_id IS NOT NULL "
+                          "ORDER BY child_id LIMIT 1").fetchone()
+    zero_unlinked = lowest is None or (isinstance(lowest[0], int) and lowest[0] > 0)
+    child_sql = "coalesce(m.child_id, 0)" if zero_unlinked else "m.child_id"
+    every = [("position_id", "m.position_id"), ("child_id", child_sql), *ints]
+    pids, child, *int_columns = sql_int_columns(
+        conn, f"SELECT {', '.join(f'{sql} AS {name}' for name, sql in every)} {order}",
+        [name for name, _sql in every])
+    if zero_unlinked:
+        child[child == 0] = NULL
     n = len(pids)
     text = conn.execute(f"SELECT group_concat(move, ' ') FROM (SELECT m.move {order})"
                         ).fetchone()[0] or ""
@@ -202,9 +211,7 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
         ranks, names = coded
         same = pids[1:] == pids[:-1]
         if np.all((pids[1:] > pids[:-1]) | (same & (ranks[1:] > ranks[:-1]))):
-            columns = dict(zip([name for name, _sql in ints], sql_int_columns(
-                conn, f"SELECT {', '.join(f'{sql} AS {name}' for name, sql in ints)} {order}",
-                [name for name, _sql in ints]))) if ints else {}
+            columns = dict(zip([name for name, _sql in ints], int_columns))
             ponder = ponder_names = None
             if "ponder" in extra:
                 text = conn.execute(
@@ -219,7 +226,7 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
                 ponder[columns["ponder_null"] == 1] = -1
             return _move_columns(pids, ranks, names, child, values, extra, rows, columns,
                                  ponder, ponder_names)
-    del pids, child
+    del pids, child, int_columns
     # Unusual move text: one Python tuple per row.
     plain = [(name, sql) for name, sql in ints if name != "ponder_null"]
     sqls = [sql for _name, sql in plain]
