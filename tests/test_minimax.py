@@ -701,8 +701,9 @@ def old_write_results(store, graph, result, run_id):
 
 def books_to_refine(tmp_path: Path) -> list[Path]:
     """Books in the states refine meets: imported (no links, no minimax values), refined
-    and changed since (values moved, links lost, a child without moves now: stale
-    transposition rows, earlier transposition rows kept), grown (links stored)."""
+    and changed since (values moved, links lost, minimax values that are no integers,
+    a child without moves now: stale transposition rows, earlier transposition rows
+    kept), grown (links stored)."""
     imported = import_book(tmp_path, shuffle_book(8, positions=200, push_rate=0.5,
                                                   branching=2), "imported")
     changed = import_book(tmp_path, shuffle_book(9, positions=200, push_rate=0.5,
@@ -714,6 +715,13 @@ def books_to_refine(tmp_path: Path) -> list[Path]:
                      "WHERE count > 0 AND (position_id + length(move)) % 5 = 0")
         conn.execute("UPDATE moves SET child_id = NULL "   # links lost, values kept
                      "WHERE count > 0 AND (position_id + length(move)) % 7 = 0")
+        # values that are no integers (written by hand): rewritten, equal or not
+        conn.execute("UPDATE moves SET minimax_value = minimax_value + 0.25 "
+                     "WHERE (position_id + length(move)) % 11 = 0")
+        conn.execute("UPDATE moves SET minimax_depth = 'deep' "
+                     "WHERE (position_id + length(move)) % 13 = 0")
+        conn.execute("UPDATE positions SET minimax_value = minimax_value || '' WHERE id % 3 = 0")
+        conn.execute("UPDATE positions SET minimax_depth = minimax_depth + 0.0 WHERE id % 4 = 0")
         conn.execute("DELETE FROM moves WHERE position_id IN (SELECT child_id FROM moves "
                      "WHERE count = 0 AND value IS NULL ORDER BY position_id, move LIMIT 3)")
     conn.close()

@@ -3,7 +3,9 @@
 :func:`sql_int_columns` reads integer columns of any query as int64 arrays
 (:data:`bookgen.arrays.NULL` for an SQL NULL). :func:`load_position_columns`
 and :func:`load_move_columns` read the ``positions`` and ``moves`` tables,
-the columns asked for, for :class:`bookgen.store.index.BookIndex`.
+the columns asked for, for :class:`bookgen.store.index.BookIndex`;
+:func:`minimax_move_columns` and :func:`minimax_position_columns` the values
+``refine minimax`` stored, for its writer.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from bookgen.arrays import NULL
 from bookgen.store.own_moves import MoveRows, ValueColumn, own_rows_sql, value_sql
 from bookgen.store.queries import refined
 
-__all__ = ["EDGE_COLUMNS", "POSITION_COLUMNS", "MoveColumns", "load_move_columns",
-           "load_position_columns", "load_sfens", "mistake_position_ids", "move_codes",
-           "sql_int_columns"]
+__all__ = ["EDGE_COLUMNS", "NOT_AN_INTEGER", "POSITION_COLUMNS", "MoveColumns",
+           "load_move_columns", "load_position_columns", "load_sfens", "minimax_move_columns",
+           "minimax_position_columns", "mistake_position_ids", "move_codes", "sql_int_columns"]
 
 # The position columns a BookIndex can hold, and their SQL (all integers).
 POSITION_COLUMNS: dict[str, str] = {
@@ -122,6 +124,37 @@ def load_position_columns(conn: sqlite3.Connection, names: Collection[str]
 def load_sfens(conn: sqlite3.Connection) -> list[str]:
     """The sfen of every position, in id order."""
     return [sfen for (sfen,) in conn.execute("SELECT sfen FROM positions ORDER BY id")]
+
+
+# What a minimax column reads as when it holds neither an integer nor NULL: equal to no
+# value ``refine minimax`` writes (values within +-MATE_VALUE, depths below 2**20).
+NOT_AN_INTEGER = 1 << 62
+
+
+def _integer(column: str) -> str:
+    return (f"CASE typeof({column}) WHEN 'integer' THEN {column} WHEN 'null' THEN NULL "
+            f"ELSE {NOT_AN_INTEGER} END")
+
+
+def minimax_move_columns(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every ``moves`` row's position id, ``minimax_value`` and ``minimax_depth``
+    (:data:`NULL` for NULL, :data:`NOT_AN_INTEGER` for anything but an integer),
+    ordered by (position id, move)."""
+    pids, values, depths = sql_int_columns(
+        conn, f"SELECT position_id, {_integer('minimax_value')} AS v, "
+        f"{_integer('minimax_depth')} AS d FROM moves ORDER BY position_id, move",
+        ["position_id", "v", "d"])
+    return pids, values, depths
+
+
+def minimax_position_columns(conn: sqlite3.Connection
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every position's id, ``minimax_value`` and ``minimax_depth`` (as in
+    :func:`minimax_move_columns`), in id order."""
+    ids, values, depths = sql_int_columns(
+        conn, f"SELECT id, {_integer('minimax_value')} AS v, {_integer('minimax_depth')} AS d "
+        "FROM positions ORDER BY id", ["id", "v", "d"])
+    return ids, values, depths
 
 
 def mistake_position_ids(conn: sqlite3.Connection) -> np.ndarray:

@@ -15,8 +15,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bookgen.arrays import NULL
+from bookgen.arrays import NULL, find_rows
 from bookgen.signals import fault_point
+from bookgen.store.columns import minimax_move_columns, minimax_position_columns
+from bookgen.store.queries import refined
 
 __all__ = ["GrownMoveRow", "MinimaxMoves", "MinimaxPositions", "add_position",
            "foreign_keys_off", "insert_analysis", "insert_mistakes", "link_child",
@@ -120,6 +122,29 @@ def _in_batches(conn: sqlite3.Connection, sql: str, rows: np.ndarray,
         conn.executemany(sql, zip(*params(rows[start:start + _BATCH])))
 
 
+def _changed_moves(conn: sqlite3.Connection, moves: MinimaxMoves, stored: np.ndarray
+                   ) -> np.ndarray:
+    """Which of the ``stored`` rows (every row of the table, in primary key order)
+    would change: their values, or their link (only rows without one get a
+    ``child``). All of them unless the table's rows line up with them."""
+    pids, values, depths = minimax_move_columns(conn)
+    if not np.array_equal(pids, moves.position_id[stored]):
+        return np.ones(len(stored), dtype=bool)
+    return ((values != moves.value[stored]) | (depths != moves.depth[stored])
+            | (moves.child[stored] != NULL))
+
+
+def _changed_positions(conn: sqlite3.Connection, positions: MinimaxPositions,
+                       rows: np.ndarray) -> np.ndarray:
+    """Which of the positions ``rows`` would change their values."""
+    ids, values, depths = minimax_position_columns(conn)
+    at, found = find_rows(ids, positions.id[rows])
+    at = np.where(found, at, 0)
+    if not len(ids):
+        return np.ones(len(rows), dtype=bool)
+    return ~found | (values[at] != positions.value[rows]) | (depths[at] != positions.depth[rows])
+
+
 def write_minimax(conn: sqlite3.Connection, stale: Sequence[tuple[int, str]],
                   moves: MinimaxMoves, positions: MinimaxPositions, run_id: int) -> int:
     """Store ``refine minimax``'s values: delete the ``stale`` transposition rows
@@ -129,16 +154,22 @@ def write_minimax(conn: sqlite3.Connection, stale: Sequence[tuple[int, str]],
     changed (values or link).
 
     Rows go in primary key order; a row whose values and link are already what
-    they should be is not rewritten (nor counted). The rows that get a link are
-    written apart from the others: only those change ``child_id``, which costs
-    SQLite an update of ``moves_child`` (and a foreign key check, when on)."""
+    they should be is not rewritten (nor counted): after an earlier refine, the
+    values stored are read first and only the rows that change are sent. The
+    rows that get a link are written apart from the others: only those change
+    ``child_id``, which costs SQLite an update of ``moves_child`` (and a foreign
+    key check, when on)."""
     if stale:
         conn.executemany("DELETE FROM moves WHERE position_id = ? AND move = ?", stale)
     names = np.array(moves.names, dtype=object)
     name_rank = np.argsort(np.argsort(names)).astype(np.int64)
     order = np.lexsort((name_rank[moves.move], moves.position_id))
-    linked = moves.child[order] != NULL
-    stored = moves.stored[order]
+    stored, new = order[moves.stored[order]], order[~moves.stored[order]]
+    position_rows = np.argsort(positions.id, kind="stable")
+    if refined(conn, besides=run_id):   # an earlier refine's values: skip the rows they fit
+        stored = stored[_changed_moves(conn, moves, stored)]
+        position_rows = position_rows[_changed_positions(conn, positions, position_rows)]
+    linked = moves.child[stored] != NULL
 
     def values(rows: np.ndarray) -> list[list[Any]]:   # ?1 value, ?2 depth, ?3 ?4 the key
         return [moves.value[rows].tolist(), _params(moves.depth[rows]),
@@ -148,23 +179,23 @@ def write_minimax(conn: sqlite3.Connection, stale: Sequence[tuple[int, str]],
     _in_batches(conn, "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2 "
                 "WHERE position_id = ?3 AND move = ?4 "
                 "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2)",
-                order[stored & ~linked], values)
+                stored[~linked], values)
     _in_batches(conn, "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2, "
                 "child_id = coalesce(child_id, ?5) WHERE position_id = ?3 AND move = ?4 "
                 "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2 OR child_id IS NULL)",
-                order[stored & linked], lambda rows: [*values(rows), moves.child[rows].tolist()])
+                stored[linked], lambda rows: [*values(rows), moves.child[rows].tolist()])
     updated = conn.total_changes - before
     fault_point("refine-minimax-moves-written")  # the crash tests' kill in mid-write
     _in_batches(conn, "INSERT INTO moves(position_id, move, ponder, value, depth, count, "
                 "child_id, minimax_value, minimax_depth, run_id) "
                 "VALUES (?3, ?4, NULL, NULL, NULL, 0, ?5, ?1, ?2, ?6)",
-                order[~stored],
-                lambda rows: [*values(rows), _params(moves.child[rows]), [run_id] * len(rows)])
+                new, lambda rows: [*values(rows), _params(moves.child[rows]),
+                                   [run_id] * len(rows)])
     _in_batches(conn, "UPDATE positions SET minimax_value = ?1, minimax_depth = ?2 "
                 "WHERE id = ?3 AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2)",
-                np.argsort(positions.id, kind="stable"),
-                lambda rows: [positions.value[rows].tolist(), _params(positions.depth[rows]),
-                              positions.id[rows].tolist()])
+                position_rows, lambda rows: [positions.value[rows].tolist(),
+                                             _params(positions.depth[rows]),
+                                             positions.id[rows].tolist()])
     return updated
 
 
