@@ -7,10 +7,14 @@ and prints the time to build the graph (legal moves of every position, child
 keys), to propagate the values, to write them, the total, and the peak
 resident memory of the process and of its graph workers
 (``resource.getrusage``). CPU seconds are printed too: on a busy machine they
-tell how much of the wall time was waiting.
+tell how much of the wall time was waiting. ``--again`` refines each copy a
+second time (nothing changed: the write only reads what the first one stored).
 
     python benchmarks/bench_minimax.py [--sizes 10000 100000 1000000]
-                                       [--methods retrograde negascout]
+                                       [--methods retrograde negascout] [--again]
+                                       [--books BOOK.sqlite ...]
+
+``--books`` refines copies of books already imported instead of generated ones.
 """
 
 from __future__ import annotations
@@ -59,16 +63,20 @@ def prepare(size: int) -> Path:
     return book
 
 
-def measure(book: Path, method: str) -> dict:
+def measure(book: Path, method: str, runs: int = 1) -> list[dict]:
+    """Summaries of ``runs`` refines, one after the other, of a fresh copy of ``book``."""
     work = OUT / f"work-{book.name}"
     remove_book(work)
     shutil.copyfile(book, work)
+    summaries = []
     try:
-        done = subprocess.run([sys.executable, "-c", _WRAPPER, str(work), method], check=True,
-                              capture_output=True, text=True)
+        for _ in range(runs):
+            done = subprocess.run([sys.executable, "-c", _WRAPPER, str(work), method],
+                                  check=True, capture_output=True, text=True)
+            summaries.append(json.loads(done.stdout.splitlines()[-1]))
     finally:
         remove_book(work)
-    return json.loads(done.stdout.splitlines()[-1])
+    return summaries
 
 
 def main() -> None:
@@ -76,20 +84,27 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--methods", nargs="+", default=["retrograde"],
                         choices=["retrograde", "negascout"])
+    parser.add_argument("--again", action="store_true",
+                        help="refine each copy a second time (an unchanged book)")
+    parser.add_argument("--books", type=Path, nargs="+", default=[],
+                        help="imported books to refine (copies) instead of generated ones")
     args = parser.parse_args()
     print(f"{'method':<11} {'positions':>9} {'edges':>9} {'transp.':>8} {'in cycles':>9} "
           f"{'graph s':>8} {'propag. s':>9} {'write s':>8} {'total s':>8} {'cpu s':>7} "
           f"{'peak MB':>8} {'worker MB':>9}")
-    for size in args.sizes:
-        book = prepare(size)
+    for book in args.books or (prepare(size) for size in args.sizes):
         for method in args.methods:
-            s = measure(book, method)
-            t = s["seconds"]
-            print(f"{method:<11} {s['positions']:>9} {s['edges']:>9} "
-                  f"{s['transposition_edges']:>8} {s['positions_in_cycles']:>9} "
-                  f"{t['graph']:>8.1f} {t['propagate']:>9.1f} {t['write']:>8.1f} "
-                  f"{t['total']:>8.1f} {s['cpu_seconds']:>7.1f} {s['peak_mb']:>8.0f} "
-                  f"{s['worker_peak_mb']:>9.0f}", flush=True)
+            for run, s in enumerate(measure(book, method, 2 if args.again else 1)):
+                print_row(method if run == 0 else "  again", s)
+
+
+def print_row(name: str, s: dict) -> None:
+    t = s["seconds"]
+    print(f"{name:<11} {s['positions']:>9} {s['edges']:>9} "
+          f"{s['transposition_edges']:>8} {s['positions_in_cycles']:>9} "
+          f"{t['graph']:>8.1f} {t['propagate']:>9.1f} {t['write']:>8.1f} "
+          f"{t['total']:>8.1f} {s['cpu_seconds']:>7.1f} {s['peak_mb']:>8.0f} "
+          f"{s['worker_peak_mb']:>9.0f}", flush=True)
 
 
 if __name__ == "__main__":
