@@ -171,7 +171,8 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, settings: MinimaxSettings | 
         fault_point("refine-minimax-propagated")
         write_started = time.perf_counter()
         # The links written are positions of the snapshot read, which nothing changed
-        # since (data_version): checking each row's foreign keys would double the cost.
+        # since (data_version); checking their foreign keys row by row costs SQLite
+        # more than writing them.
         writes.foreign_keys_off(store.conn)
         with store.transaction():
             if queries.data_version(store.conn) != version:

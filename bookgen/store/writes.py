@@ -138,10 +138,10 @@ def _changed_positions(conn: sqlite3.Connection, positions: MinimaxPositions,
                        rows: np.ndarray) -> np.ndarray:
     """Which of the positions ``rows`` would change their values."""
     ids, values, depths = minimax_position_columns(conn)
-    at, found = find_rows(ids, positions.id[rows])
-    at = np.where(found, at, 0)
     if not len(ids):
         return np.ones(len(rows), dtype=bool)
+    at, found = find_rows(ids, positions.id[rows])
+    at = np.where(found, at, 0)
     return ~found | (values[at] != positions.value[rows]) | (depths[at] != positions.depth[rows])
 
 
