@@ -7,7 +7,8 @@ and prints the time to build the graph (legal moves of every position, child
 keys), to propagate the values, to write them, the total, and the peak
 resident memory of the process and of its graph workers
 (``resource.getrusage``). CPU seconds are printed too: on a busy machine they
-tell how much of the wall time was waiting.
+tell how much of the wall time was waiting. ``--again`` refines each copy a
+second time (nothing changed: the write only reads what the first one stored).
 
 ``--books`` refines copies of given imported books instead (the originals are
 never written). ``--anchor CHECKOUT`` refines the same copies with another
@@ -18,6 +19,7 @@ below each.
     python benchmarks/bench_minimax.py [--sizes 10000 100000 1000000]
                                        [--methods retrograde negascout]
                                        [--books BOOK.sqlite ...] [--anchor CHECKOUT]
+                                       [--again]
 """
 
 from __future__ import annotations
@@ -66,18 +68,23 @@ def prepare(size: int) -> Path:
     return book
 
 
-def measure(book: Path, method: str, python: str = sys.executable) -> dict:
-    """Refine a fresh copy of ``book`` with ``python`` (its bookgen) in a new process."""
+def measure(book: Path, method: str, python: str = sys.executable, runs: int = 1
+            ) -> list[dict]:
+    """Summaries of ``runs`` refines, one after the other, of a fresh copy of ``book``
+    with ``python`` (its bookgen), each in a new process."""
     OUT.mkdir(parents=True, exist_ok=True)
     work = OUT / f"work-{book.name}"
     remove_book(work)
     shutil.copyfile(book, work)
+    summaries = []
     try:
-        done = subprocess.run([python, "-c", _WRAPPER, str(work), method], check=True,
-                              capture_output=True, text=True, cwd=OUT)
+        for _ in range(runs):
+            done = subprocess.run([python, "-c", _WRAPPER, str(work), method], check=True,
+                                  capture_output=True, text=True, cwd=OUT)
+            summaries.append(json.loads(done.stdout.splitlines()[-1]))
     finally:
         remove_book(work)
-    return json.loads(done.stdout.splitlines()[-1])
+    return summaries
 
 
 def row(label: str, method: str, s: dict) -> str:
@@ -110,6 +117,8 @@ def main() -> None:
                         help="imported books to refine copies of (instead of --sizes)")
     parser.add_argument("--anchor", type=Path,
                         help="another bookgen checkout (with its .venv) to compare with")
+    parser.add_argument("--again", action="store_true",
+                        help="refine each copy a second time (an unchanged book)")
     args = parser.parse_args()
     anchor = None
     if args.anchor:
@@ -121,12 +130,15 @@ def main() -> None:
           f"{'cpu s':>7} {'peak MB':>8} {'worker MB':>9}")
     for book in args.books or [prepare(size) for size in args.sizes]:
         for method in args.methods:
-            this = measure(book, method)
-            print(row("this", method, this), flush=True)
-            if anchor:
-                other = measure(book, method, anchor)
-                print(row("anchor", method, other), flush=True)
-                print(ratios(this, other), flush=True)
+            runs = 2 if args.again else 1
+            these = measure(book, method, runs=runs)
+            others = measure(book, method, anchor, runs) if anchor else [None] * runs
+            for run, (this, other) in enumerate(zip(these, others)):
+                label = "again" if run else method
+                print(row("this", label, this), flush=True)
+                if other is not None:
+                    print(row("anchor", label, other), flush=True)
+                    print(ratios(this, other), flush=True)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from bookgen.arrays import NULL
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.refine.minimax_graph import MinimaxGraph, build_graph
 from bookgen.refine.negascout import negascout
@@ -38,13 +39,16 @@ __all__ = ["METHODS", "MinimaxSeconds", "MinimaxSettings", "MinimaxSummary", "pe
            "refine_minimax", "solve", "write_results"]
 
 METHODS = ("retrograde", "negascout")
-# None (SQL NULL) where np.where takes an array: what numpy makes of None itself, which its
-# type stubs do not accept as an array.
-_NONE = np.array(None, dtype=object)
 
 
-def _depth_or_none(depths: np.ndarray) -> list[int | None]:
-    return np.where(depths >= DEPTH_INF, _NONE, depths).tolist()
+def _move_names(moves: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The distinct USI moves of an S5 column, sorted, and each row's index into them."""
+    padded = np.zeros((len(moves), 8), dtype=np.uint8)
+    padded[:, :moves.dtype.itemsize] = np.ascontiguousarray(moves).view(np.uint8).reshape(
+        len(moves), moves.dtype.itemsize)
+    codes, index = np.unique(padded.view(">u8").ravel(), return_inverse=True)
+    names = [name.decode("ascii") for name in codes.astype(">u8").view("S8").tolist()]
+    return names, index
 
 
 def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id: int
@@ -52,31 +56,27 @@ def write_results(store: Book, graph: MinimaxGraph, result: Propagation, run_id:
     """Store the minimax values in the caller's transaction; returns row counts."""
     position_ids = graph.position_ids
     edge = graph.target >= 0
-    child = np.where(edge, position_ids[np.where(edge, graph.target, 0)], -1)
     link = edge & ~graph.child_linked
     stored = graph.stored
-
-    def column(values: np.ndarray, rows: np.ndarray) -> list:
-        return values[rows].tolist()
-
-    source_ids = position_ids[graph.source]
-    moves = np.char.decode(graph.move, "ascii")
-    depths = np.where(result.option_depth >= DEPTH_INF, _NONE, result.option_depth)
-    links = np.where(link, child, _NONE)
-    new = ~stored
+    # A stored row gets its child as a link when it has none; a new row always has one.
+    child = np.where(link | ~stored, position_ids[np.where(edge, graph.target, 0)], NULL)
+    names, move = _move_names(graph.move)
     # Only rows whose values (or link) change are written, and counted as updated.
     updated = writes.write_minimax(
         store.conn, graph.stale_transpositions,
-        zip(column(result.option_value, stored), column(depths, stored),
-            column(links, stored), column(source_ids, stored), column(moves, stored)),
-        zip(column(source_ids, new), column(moves, new), column(child, new),
-            column(result.option_value, new), column(depths, new),
-            [run_id] * int(new.sum())),
-        zip(result.node_value.tolist(), _depth_or_none(result.node_depth),
-            position_ids.tolist()))
-    return {"transposition_rows_added": int(new.sum()), "moves_updated": updated,
+        writes.MinimaxMoves(position_ids[graph.source], move, names, result.option_value,
+                            _depths(result.option_depth), child, stored),
+        writes.MinimaxPositions(position_ids, result.node_value, _depths(result.node_depth)),
+        run_id)
+    new = int((~stored).sum())
+    return {"transposition_rows_added": new, "moves_updated": updated,
             "transposition_rows_removed": len(graph.stale_transpositions),
             "child_links_added": int((link & stored).sum())}
+
+
+def _depths(depths: np.ndarray) -> np.ndarray:
+    """Depths as stored: NULL for a line that ends in a repetition."""
+    return np.where(depths >= DEPTH_INF, NULL, depths.astype(np.int64))
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,10 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, settings: MinimaxSettings | 
         result = solve(graph, settings)
         fault_point("refine-minimax-propagated")
         write_started = time.perf_counter()
+        # The links written are positions of the snapshot read, which nothing changed
+        # since (data_version); checking their foreign keys row by row costs SQLite
+        # more than writing them.
+        writes.foreign_keys_off(store.conn)
         with store.transaction():
             if queries.data_version(store.conn) != version:
                 raise BookgenError(f"{book}: changed by another process during the refine; "

@@ -628,6 +628,188 @@ def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
         conn.close()
 
 
+def book_tables(path: Path) -> dict[str, list[tuple]]:
+    """Every row of the tables refine writes, all columns, and the runs without their
+    times (``started_at``, ``ended_at``, the seconds in ``counts``)."""
+    conn = sqlite3.connect(path)
+    try:
+        runs = []
+        for row in conn.execute("SELECT id, command, params, status, positions_added, "
+                                "moves_added, moves_updated, counts FROM runs ORDER BY id"):
+            counts = json.loads(row[-1])
+            counts.pop("seconds", None)
+            runs.append((*row[:-1], counts))
+        return {"positions": conn.execute("SELECT * FROM positions ORDER BY id").fetchall(),
+                "moves": conn.execute("SELECT * FROM moves ORDER BY position_id, move"
+                                      ).fetchall(),
+                "runs": runs}
+    finally:
+        conn.close()
+
+
+def old_write_results(store, graph, result, run_id):
+    """refine minimax's writer before the batched one (bookgen 0.1, issue 12): one
+    executemany per kind of row, straight from the graph's order, foreign keys
+    checked."""
+    import numpy as np
+
+    from bookgen.refine.retrograde import DEPTH_INF
+
+    none = np.array(None, dtype=object)
+    conn = store.conn
+    conn.execute("PRAGMA foreign_keys = ON")   # (ignored in a transaction: as it was)
+    position_ids = graph.position_ids
+    edge = graph.target >= 0
+    child = np.where(edge, position_ids[np.where(edge, graph.target, 0)], -1)
+    link = edge & ~graph.child_linked
+    stored = graph.stored
+    source_ids = position_ids[graph.source]
+    moves = np.char.decode(graph.move, "ascii")
+    depths = np.where(result.option_depth >= DEPTH_INF, none, result.option_depth)
+    links = np.where(link, child, none)
+    new = ~stored
+
+    def column(values, rows):
+        return values[rows].tolist()
+
+    if graph.stale_transpositions:
+        conn.executemany("DELETE FROM moves WHERE position_id = ? AND move = ?",
+                         graph.stale_transpositions)
+    before = conn.total_changes
+    conn.executemany(
+        "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2, "
+        "child_id = coalesce(child_id, ?3) WHERE position_id = ?4 AND move = ?5 "
+        "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2 "
+        "OR (child_id IS NULL AND ?3 IS NOT NULL))",
+        zip(column(result.option_value, stored), column(depths, stored),
+            column(links, stored), column(source_ids, stored), column(moves, stored)))
+    updated = conn.total_changes - before
+    conn.executemany(
+        "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
+        "minimax_value, minimax_depth, run_id) VALUES (?, ?, NULL, NULL, NULL, 0, ?, ?, ?, ?)",
+        zip(column(source_ids, new), column(moves, new), column(child, new),
+            column(result.option_value, new), column(depths, new), [run_id] * int(new.sum())))
+    conn.executemany(
+        "UPDATE positions SET minimax_value = ?, minimax_depth = ? WHERE id = ?",
+        zip(result.node_value.tolist(),
+            np.where(result.node_depth >= DEPTH_INF, none, result.node_depth).tolist(),
+            position_ids.tolist()))
+    return {"transposition_rows_added": int(new.sum()), "moves_updated": updated,
+            "transposition_rows_removed": len(graph.stale_transpositions),
+            "child_links_added": int((link & stored).sum())}
+
+
+def books_to_refine(tmp_path: Path) -> list[Path]:
+    """Books in the states refine meets: imported (no links, no minimax values), refined
+    and changed since (values moved, links lost, minimax values that are no integers,
+    a child without moves now: stale transposition rows, earlier transposition rows
+    kept), grown (links stored)."""
+    imported = import_book(tmp_path, shuffle_book(8, positions=200, push_rate=0.5,
+                                                  branching=2), "imported")
+    changed = import_book(tmp_path, shuffle_book(9, positions=200, push_rate=0.5,
+                                                 branching=2), "changed")
+    refine(changed)
+    conn = sqlite3.connect(changed)
+    with conn:
+        conn.execute("UPDATE moves SET value = coalesce(value, 0) + 7 "
+                     "WHERE count > 0 AND (position_id + length(move)) % 5 = 0")
+        conn.execute("UPDATE moves SET child_id = NULL "   # links lost, values kept
+                     "WHERE count > 0 AND (position_id + length(move)) % 7 = 0")
+        # values that are no integers (written by hand): rewritten, equal or not
+        conn.execute("UPDATE moves SET minimax_value = minimax_value + 0.25 "
+                     "WHERE (position_id + length(move)) % 11 = 0")
+        conn.execute("UPDATE moves SET minimax_depth = 'deep' "
+                     "WHERE (position_id + length(move)) % 13 = 0")
+        conn.execute("UPDATE positions SET minimax_value = minimax_value || '' WHERE id % 3 = 0")
+        conn.execute("UPDATE positions SET minimax_depth = minimax_depth + 0.0 WHERE id % 4 = 0")
+        conn.execute("DELETE FROM moves WHERE position_id IN (SELECT child_id FROM moves "
+                     "WHERE count = 0 AND value IS NULL ORDER BY position_id, move LIMIT 3)")
+    conn.close()
+    grown = tmp_path / "grown.sqlite"
+    run_cli("grow", "-b", grown, "--playouts", 20, "--positions", 12, "--seed", 3)
+    return [imported, changed, grown]
+
+
+@pytest.mark.parametrize("settings", [{}, {"method": "negascout"},
+                                      {"draws": (450, 600)}])
+def test_batched_writer_writes_what_the_old_writer_wrote(tmp_path, monkeypatch, settings):
+    """The same rows, values, links and run counts as the writer it replaced, on
+    every kind of book, and the same again when refined a second time."""
+    import shutil
+
+    from bookgen.refine import minimax
+    from bookgen.values import DrawValues
+
+    options = {k: v for k, v in settings.items() if k != "draws"}
+    if "draws" in settings:
+        options["draws"] = DrawValues(*settings["draws"])
+    for book in books_to_refine(tmp_path):
+        old = shutil.copyfile(book, book.with_suffix(".old.sqlite"))
+        for _ in range(2):
+            new_summary = minimax.refine_minimax(book, minimax.MinimaxSettings(**options))
+            with monkeypatch.context() as patch:
+                patch.setattr(minimax, "write_results", old_write_results)
+                old_summary = minimax.refine_minimax(old, minimax.MinimaxSettings(**options))
+            assert new_summary.counts == old_summary.counts
+            assert book_tables(book) == book_tables(old)
+        assert old_summary.counts["moves_updated"] == 0
+    assert new_summary.counts["transposition_rows_added"] == 0
+
+
+# refine minimax with a page cache so small that the transaction's changes spill
+# into the write-ahead log before the commit.
+SPILLING_REFINE = """
+import sys
+from bookgen.refine.minimax import refine_minimax
+from bookgen.store import writes
+
+write_minimax = writes.write_minimax
+
+def spilling(conn, *args):
+    conn.execute("PRAGMA cache_size = 8")
+    return write_minimax(conn, *args)
+
+writes.write_minimax = spilling
+refine_minimax(sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("how", ["command", "spilling"])
+def test_refine_killed_while_writing_leaves_the_book_as_it_was(tmp_path, how):
+    """kill -9 in the middle of the write (the moves rows updated, the transposition
+    rows not yet inserted): the book file is byte for byte what it was, every row
+    with it, and a refine then gives what it would have given. ``spilling``: with
+    the changes already in the write-ahead log."""
+    import os
+    import shutil
+    import signal
+
+    from conftest import PYTHON, integrity_ok
+
+    book = books_to_refine(tmp_path)[1]   # links, earlier transposition rows, stale ones
+    untouched = shutil.copyfile(book, tmp_path / "untouched.sqlite")
+    data, rows = book.read_bytes(), book_tables(book)
+    script = tmp_path / "refine.py"
+    script.write_text(SPILLING_REFINE)
+    args = [script, book] if how == "spilling" else ["-m", "bookgen.cli", "refine", "minimax",
+                                                     "-b", book]
+    done = subprocess.run([PYTHON, *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "BOOKGEN_FAULT": "refine-minimax-moves-written"},
+                          timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    wal = Path(f"{book}-wal")
+    if how == "spilling":
+        assert wal.stat().st_size > 0
+    assert book.read_bytes() == data
+    assert integrity_ok(book)
+    assert book_tables(book) == rows
+    assert not wal.exists()
+    assert refine(book)["moves_updated"] == refine(untouched)["moves_updated"] > 0
+    killed, clean = book_tables(book), book_tables(untouched)
+    assert killed["positions"] == clean["positions"] and killed["moves"] == clean["moves"]
+    assert [run[:3] for run in killed["runs"]] == [run[:3] for run in clean["runs"]]
+
+
 GRAPH_FIELDS = ("position_ids", "turn", "in_check", "indptr", "target", "kind", "value",
                 "count", "move", "move16", "stored", "child_linked", "row")
 

@@ -3,7 +3,9 @@
 :func:`sql_int_columns` reads integer columns of any query as int64 arrays
 (:data:`bookgen.arrays.NULL` for an SQL NULL). :func:`load_position_columns`
 and :func:`load_move_columns` read the ``positions`` and ``moves`` tables,
-the columns asked for, for :class:`bookgen.store.index.BookIndex`.
+the columns asked for, for :class:`bookgen.store.index.BookIndex`;
+:func:`minimax_move_columns` and :func:`minimax_position_columns` the values
+``refine minimax`` stored, for its writer.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from bookgen.arrays import NULL
 from bookgen.store.own_moves import MoveRows, ValueColumn, own_rows_sql, value_sql
 from bookgen.store.queries import refined
 
-__all__ = ["EDGE_COLUMNS", "POSITION_COLUMNS", "MoveColumns", "load_move_columns",
-           "load_position_columns", "load_sfens", "mistake_position_ids", "move_codes",
-           "sql_int_columns"]
+__all__ = ["EDGE_COLUMNS", "NOT_AN_INTEGER", "POSITION_COLUMNS", "MoveColumns",
+           "load_move_columns", "load_position_columns", "load_sfens", "minimax_move_columns",
+           "minimax_position_columns", "mistake_position_ids", "move_codes", "sql_int_columns"]
 
 # The position columns a BookIndex can hold, and their SQL (all integers).
 POSITION_COLUMNS: dict[str, str] = {
@@ -124,6 +126,37 @@ def load_sfens(conn: sqlite3.Connection) -> list[str]:
     return [sfen for (sfen,) in conn.execute("SELECT sfen FROM positions ORDER BY id")]
 
 
+# What a minimax column reads as when it holds neither an integer nor NULL: equal to no
+# value ``refine minimax`` writes (values within +-MATE_VALUE, depths below 2**20).
+NOT_AN_INTEGER = 1 << 62
+
+
+def _integer(column: str) -> str:
+    return (f"CASE typeof({column}) WHEN 'integer' THEN {column} WHEN 'null' THEN NULL "
+            f"ELSE {NOT_AN_INTEGER} END")
+
+
+def minimax_move_columns(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every ``moves`` row's position id, ``minimax_value`` and ``minimax_depth``
+    (:data:`NULL` for NULL, :data:`NOT_AN_INTEGER` for anything but an integer),
+    ordered by (position id, move)."""
+    pids, values, depths = sql_int_columns(
+        conn, f"SELECT position_id, {_integer('minimax_value')} AS v, "
+        f"{_integer('minimax_depth')} AS d FROM moves ORDER BY position_id, move",
+        ["position_id", "v", "d"])
+    return pids, values, depths
+
+
+def minimax_position_columns(conn: sqlite3.Connection
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every position's id, ``minimax_value`` and ``minimax_depth`` (as in
+    :func:`minimax_move_columns`), in id order."""
+    ids, values, depths = sql_int_columns(
+        conn, f"SELECT id, {_integer('minimax_value')} AS v, {_integer('minimax_depth')} AS d "
+        "FROM positions ORDER BY id", ["id", "v", "d"])
+    return ids, values, depths
+
+
 def mistake_position_ids(conn: sqlite3.Connection) -> np.ndarray:
     """The ids of the positions of the ``mistakes`` table (each once)."""
     return sql_int_columns(conn, "SELECT DISTINCT position_id AS id FROM mistakes", ["id"])[0]
@@ -190,9 +223,18 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
         ints.append(("depth", "m.depth"))
     if "ponder" in extra:
         ints.append(("ponder_null", "m.ponder IS NULL"))
-    pids, child = sql_int_columns(
-        conn, f"SELECT m.position_id AS position_id, m.child_id AS child_id {order}",
-        ["position_id", "child_id"])
+    # One scan for every integer column. Unlinked moves are read as 0 when every link
+    # is a positive id (the usual case), rather than as NULL's 20 digits.
+    lowest = conn.execute("SELECT child_id FROM moves WHERE child_id IS NOT NULL "
+                          "ORDER BY child_id LIMIT 1").fetchone()
+    zero_unlinked = lowest is None or (isinstance(lowest[0], int) and lowest[0] > 0)
+    child_sql = "coalesce(m.child_id, 0)" if zero_unlinked else "m.child_id"
+    every = [("position_id", "m.position_id"), ("child_id", child_sql), *ints]
+    pids, child, *int_columns = sql_int_columns(
+        conn, f"SELECT {', '.join(f'{sql} AS {name}' for name, sql in every)} {order}",
+        [name for name, _sql in every])
+    if zero_unlinked:
+        child[child == 0] = NULL
     n = len(pids)
     text = conn.execute(f"SELECT group_concat(move, ' ') FROM (SELECT m.move {order})"
                         ).fetchone()[0] or ""
@@ -202,9 +244,7 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
         ranks, names = coded
         same = pids[1:] == pids[:-1]
         if np.all((pids[1:] > pids[:-1]) | (same & (ranks[1:] > ranks[:-1]))):
-            columns = dict(zip([name for name, _sql in ints], sql_int_columns(
-                conn, f"SELECT {', '.join(f'{sql} AS {name}' for name, sql in ints)} {order}",
-                [name for name, _sql in ints]))) if ints else {}
+            columns = dict(zip([name for name, _sql in ints], int_columns))
             ponder = ponder_names = None
             if "ponder" in extra:
                 text = conn.execute(
@@ -219,7 +259,7 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
                 ponder[columns["ponder_null"] == 1] = -1
             return _move_columns(pids, ranks, names, child, values, extra, rows, columns,
                                  ponder, ponder_names)
-    del pids, child
+    del pids, child, int_columns
     # Unusual move text: one Python tuple per row.
     plain = [(name, sql) for name, sql in ints if name != "ponder_null"]
     sqls = [sql for _name, sql in plain]

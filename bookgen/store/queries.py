@@ -114,10 +114,11 @@ def mistake_counts(conn: sqlite3.Connection) -> list[tuple[int, int, str | None,
     ).fetchall()
 
 
-def refined(conn: sqlite3.Connection) -> bool:
-    """Whether ``refine minimax`` ever ran on the book."""
-    return conn.execute("SELECT 1 FROM runs WHERE command = ? LIMIT 1",
-                        (REFINE_MINIMAX_COMMAND,)).fetchone() is not None
+def refined(conn: sqlite3.Connection, besides: int | None = None) -> bool:
+    """Whether ``refine minimax`` ever ran on the book (in a run other than
+    ``besides``)."""
+    return conn.execute("SELECT 1 FROM runs WHERE command = ? AND id IS NOT ? LIMIT 1",
+                        (REFINE_MINIMAX_COMMAND, besides)).fetchone() is not None
 
 
 # -- moves ----------------------------------------------------------------------------

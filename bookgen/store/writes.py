@@ -3,17 +3,26 @@ engine moves and ``refine minimax``'s values.
 
 Every function takes an open connection to a book opened for writing
 (``Book.conn``) and writes in the caller's transaction; the callers prepare
-the rows (plain values), the SQL is here.
+the rows (plain values; ``refine minimax``'s as numpy columns), the SQL is here.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["GrownMoveRow", "add_position", "foreign_keys_off", "insert_analysis",
-           "insert_mistakes", "link_child", "link_children", "record_expansion",
+import numpy as np
+
+from bookgen.arrays import NULL, find_rows
+from bookgen.signals import fault_point
+from bookgen.store.columns import minimax_move_columns, minimax_position_columns
+from bookgen.store.queries import refined
+
+__all__ = ["GrownMoveRow", "MinimaxMoves", "MinimaxPositions", "add_position",
+           "foreign_keys_off", "insert_analysis", "insert_mistakes", "link_child",
+           "link_children", "record_expansion",
            "set_move_line", "set_position_value", "upsert_engine_move", "upsert_grown_move",
            "upsert_position", "write_minimax"]
 
@@ -66,30 +75,127 @@ def upsert_engine_move(conn: sqlite3.Connection, position_id: int, move: str,
         (position_id, move, value, depth, child_id, eval_value, run_id))
 
 
+@dataclass(frozen=True)
+class MinimaxMoves:
+    """``refine minimax``'s values of ``moves`` rows, one numpy column each (rows in
+    any order): ``position_id``; ``move``, an index into ``names``; ``value``;
+    ``depth`` (:data:`~bookgen.arrays.NULL` for NULL); ``stored``, whether the row
+    is in the book (its values are set, and ``child`` links it unless it has a link
+    already) or a new transposition row (inserted with ``child`` as its link);
+    ``child`` (:data:`~bookgen.arrays.NULL`: none)."""
+
+    position_id: np.ndarray
+    move: np.ndarray
+    names: Sequence[str]
+    value: np.ndarray
+    depth: np.ndarray
+    child: np.ndarray
+    stored: np.ndarray
+
+
+@dataclass(frozen=True)
+class MinimaxPositions:
+    """``refine minimax``'s values of positions, one numpy column each: ``id``,
+    ``value``, ``depth`` (:data:`~bookgen.arrays.NULL` for NULL)."""
+
+    id: np.ndarray
+    value: np.ndarray
+    depth: np.ndarray
+
+
+_BATCH = 1 << 18   # rows per executemany: bounds the Python objects alive at once
+
+
+def _params(column: np.ndarray) -> list[Any]:
+    """A numpy integer column as SQL parameters (:data:`~bookgen.arrays.NULL`: None)."""
+    values = column.tolist()
+    for row in np.flatnonzero(column == NULL).tolist():
+        values[row] = None
+    return values
+
+
+def _in_batches(conn: sqlite3.Connection, sql: str, rows: np.ndarray,
+                params: Callable[[np.ndarray], list[list[Any]]]) -> None:
+    """``sql`` once per row of ``rows`` (indices), a batch at a time; ``params(batch)``
+    gives the batch's parameters, a list per column."""
+    for start in range(0, len(rows), _BATCH):
+        conn.executemany(sql, zip(*params(rows[start:start + _BATCH])))
+
+
+def _changed_moves(conn: sqlite3.Connection, moves: MinimaxMoves, stored: np.ndarray
+                   ) -> np.ndarray:
+    """Which of the ``stored`` rows (every row of the table, in primary key order)
+    would change: their values, or their link (only rows without one get a
+    ``child``). All of them unless the table's rows line up with them."""
+    pids, values, depths = minimax_move_columns(conn)
+    if not np.array_equal(pids, moves.position_id[stored]):
+        return np.ones(len(stored), dtype=bool)
+    return ((values != moves.value[stored]) | (depths != moves.depth[stored])
+            | (moves.child[stored] != NULL))
+
+
+def _changed_positions(conn: sqlite3.Connection, positions: MinimaxPositions,
+                       rows: np.ndarray) -> np.ndarray:
+    """Which of the positions ``rows`` would change their values."""
+    ids, values, depths = minimax_position_columns(conn)
+    if not len(ids):
+        return np.ones(len(rows), dtype=bool)
+    at, found = find_rows(ids, positions.id[rows])
+    at = np.where(found, at, 0)
+    return ~found | (values[at] != positions.value[rows]) | (depths[at] != positions.depth[rows])
+
+
 def write_minimax(conn: sqlite3.Connection, stale: Sequence[tuple[int, str]],
-                  move_values: Iterable[Sequence[Any]], new_rows: Iterable[Sequence[Any]],
-                  position_values: Iterable[Sequence[Any]]) -> int:
-    """Store ``refine minimax``'s values, in this order: delete the ``stale``
-    transposition rows (position_id, move); update the stored moves whose values or
-    link change (minimax_value, minimax_depth, child_id to link or None,
-    position_id, move); insert the new transposition rows (position_id, move,
-    child_id, minimax_value, minimax_depth, run_id); set the positions' values
-    (minimax_value, minimax_depth, id). Returns how many moves were updated."""
+                  moves: MinimaxMoves, positions: MinimaxPositions, run_id: int) -> int:
+    """Store ``refine minimax``'s values: delete the ``stale`` transposition rows
+    (position_id, move), set the values of the stored ``moves`` rows (and their
+    links), insert the new transposition rows (count 0, value and depth NULL, the
+    run ``run_id``), set the positions' values. Returns how many stored rows
+    changed (values or link).
+
+    Rows go in primary key order; a row whose values and link are already what
+    they should be is not rewritten (nor counted): after an earlier refine, the
+    values stored are read first and only the rows that change are sent. The
+    rows that get a link are written apart from the others: only those change
+    ``child_id``, which costs SQLite an update of ``moves_child`` (and a foreign
+    key check, when on)."""
     if stale:
         conn.executemany("DELETE FROM moves WHERE position_id = ? AND move = ?", stale)
+    names = np.array(moves.names, dtype=object)
+    name_rank = np.argsort(np.argsort(names)).astype(np.int64)
+    order = np.lexsort((name_rank[moves.move], moves.position_id))
+    stored, new = order[moves.stored[order]], order[~moves.stored[order]]
+    position_rows = np.argsort(positions.id, kind="stable")
+    if refined(conn, besides=run_id):   # an earlier refine's values: skip the rows they fit
+        stored = stored[_changed_moves(conn, moves, stored)]
+        position_rows = position_rows[_changed_positions(conn, positions, position_rows)]
+    linked = moves.child[stored] != NULL
+
+    def values(rows: np.ndarray) -> list[list[Any]]:   # ?1 value, ?2 depth, ?3 ?4 the key
+        return [moves.value[rows].tolist(), _params(moves.depth[rows]),
+                moves.position_id[rows].tolist(), names[moves.move[rows]].tolist()]
+
     before = conn.total_changes
-    conn.executemany(
-        "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2, "
-        "child_id = coalesce(child_id, ?3) WHERE position_id = ?4 AND move = ?5 "
-        "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2 "
-        "OR (child_id IS NULL AND ?3 IS NOT NULL))", move_values)
+    _in_batches(conn, "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2 "
+                "WHERE position_id = ?3 AND move = ?4 "
+                "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2)",
+                stored[~linked], values)
+    _in_batches(conn, "UPDATE moves SET minimax_value = ?1, minimax_depth = ?2, "
+                "child_id = coalesce(child_id, ?5) WHERE position_id = ?3 AND move = ?4 "
+                "AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2 OR child_id IS NULL)",
+                stored[linked], lambda rows: [*values(rows), moves.child[rows].tolist()])
     updated = conn.total_changes - before
-    conn.executemany(
-        "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
-        "minimax_value, minimax_depth, run_id) VALUES (?, ?, NULL, NULL, NULL, 0, ?, ?, ?, ?)",
-        new_rows)
-    conn.executemany("UPDATE positions SET minimax_value = ?, minimax_depth = ? WHERE id = ?",
-                     position_values)
+    fault_point("refine-minimax-moves-written")  # the crash tests' kill in mid-write
+    _in_batches(conn, "INSERT INTO moves(position_id, move, ponder, value, depth, count, "
+                "child_id, minimax_value, minimax_depth, run_id) "
+                "VALUES (?3, ?4, NULL, NULL, NULL, 0, ?5, ?1, ?2, ?6)",
+                new, lambda rows: [*values(rows), _params(moves.child[rows]),
+                                   [run_id] * len(rows)])
+    _in_batches(conn, "UPDATE positions SET minimax_value = ?1, minimax_depth = ?2 "
+                "WHERE id = ?3 AND (minimax_value IS NOT ?1 OR minimax_depth IS NOT ?2)",
+                position_rows, lambda rows: [positions.value[rows].tolist(),
+                                             _params(positions.depth[rows]),
+                                             positions.id[rows].tolist()])
     return updated
 
 
