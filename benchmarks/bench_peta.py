@@ -4,9 +4,12 @@ On the same DB2016 book (generated once under benchmarks/out/peta/ by
 benchmarks/generate_book.py, or given with ``--books``), each in a fresh
 process:
 
-- ``peta``: ``makebook peta_shock IN OUT`` of the binary given with ``--peta``
-  (YaneuraOu built with ``YANEURAOU_EDITION=YANEURAOU_ENGINE_MATERIAL``; not part
-  of the project), file to file;
+- ``peta``: ``makebook peta_shock IN OUT`` of the binary given with ``--peta``,
+  file to file, with ``Threads 1`` (each search thread adds about 110 MB to its
+  peak). Build it outside the project from YaneuraOu's public source (never
+  commit either): in ``source/``, ``make normal TARGET_CPU=AVX2
+  YANEURAOU_EDITION=YANEURAOU_ENGINE_MATERIAL COMPILER=g++
+  EXTRA_CPPFLAGS=-DHASH_KEY_BITS=128``;
 - ``file``: ``bookgen refine minimax --in IN --out OUT``, file to file;
 - ``import``: ``bookgen import IN`` into a new SQLite book;
 - ``refine``: ``bookgen refine minimax`` on that imported book;
