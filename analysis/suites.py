@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bookgen.arrays import NULL
-from bookgen.errors import BookgenError, SettingsError
+from bookgen.errors import BookgenError, SettingsError, at_least
 from bookgen.files import atomic_write
 from bookgen.store import Book, MoveRows, ValueColumn
 from bookgen.store.index import BookIndex, IndexSpec
@@ -83,11 +83,6 @@ def parse_plies(text: str) -> tuple[int, ...]:
     return tuple(sorted(plies))
 
 
-def _at_least(name: str, value: int | None, low: int) -> None:
-    if value is not None and value < low:
-        raise SettingsError(name, f"must be at least {low}")
-
-
 @dataclass(frozen=True)
 class SuiteSelection:
     """Which positions a suite keeps, from the book or from records.
@@ -118,15 +113,15 @@ class SuiteSelection:
                 raise SettingsError("selection.plies",
                                     "are numbered from 1 (the start position)")
         else:
-            _at_least("selection.min_ply", self.min_ply, 1)
+            at_least("selection.min_ply", self.min_ply, 1)
             if self.min_ply > self.max_ply:
                 raise SettingsError("selection.min_ply", (
                     f"{SettingsError.FIELD} {self.min_ply} is above "
                     f"{SettingsError.mention('selection.max_ply')} {self.max_ply}"))
-        _at_least("selection.max_value_cp", self.max_value_cp, 0)
-        _at_least("selection.per_line_cap", self.per_line_cap, 1)
-        _at_least("selection.cap_plies", self.cap_plies, 1)
-        _at_least("selection.limit", self.limit, 1)
+        at_least("selection.max_value_cp", self.max_value_cp, 0)
+        at_least("selection.per_line_cap", self.per_line_cap, 1)
+        at_least("selection.cap_plies", self.cap_plies, 1)
+        at_least("selection.limit", self.limit, 1)
 
     def wanted_plies(self) -> tuple[Collection[int] | range, int]:
         """The selected plies (a set or a range) and the last of them."""

@@ -63,3 +63,10 @@ class SettingsError(BookgenError):
 
     def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return type(self), (self.field, self.message)
+
+
+def at_least(field: str, value: float | None, low: int = 1) -> None:
+    """Raise a :class:`SettingsError` naming ``field`` unless ``value`` is None or at
+    least ``low``: the one check of settings' lower bounds."""
+    if value is not None and value < low:
+        raise SettingsError(field, f"must be at least {low}")

@@ -20,7 +20,7 @@ from typing import Any
 
 from bookgen.engines.mcts import MctsSettings
 from bookgen.engines.spec import parse_spec
-from bookgen.errors import BookgenError, SettingsError
+from bookgen.errors import BookgenError, SettingsError, at_least
 from bookgen.formats.positions import Roots
 from bookgen.values import EVAL_COEF
 
@@ -29,11 +29,6 @@ __all__ = ["COLORS", "STRATEGIES", "BookMoveRule", "EvaluatorSettings", "GrowBud
 
 STRATEGIES = ("dlshogi", "book-mcts", "dropout")
 COLORS = ("both", "black", "white")
-
-
-def _at_least(field_name: str, value: float | None, low: int = 1) -> None:
-    if value is not None and value < low:
-        raise SettingsError(field_name, f"must be at least {low}")
 
 
 @dataclass(frozen=True)
@@ -74,8 +69,8 @@ class GrowBudget:
     def __post_init__(self) -> None:
         if self.trials is None and self.positions is None and self.seconds_s is None:
             object.__setattr__(self, "positions", 100)
-        _at_least("budget.trials", self.trials)
-        _at_least("budget.positions", self.positions)
+        at_least("budget.trials", self.trials)
+        at_least("budget.positions", self.positions)
         if self.seconds_s is not None and not self.seconds_s > 0:
             raise SettingsError("budget.seconds_s", "must be more than 0")
 
@@ -93,8 +88,8 @@ class WalkSettings:
     def __post_init__(self) -> None:
         if self.color not in COLORS:
             raise SettingsError("walk.color", f"must be both, black or white, not {self.color!r}")
-        _at_least("walk.max_ply", self.max_ply)
-        _at_least("walk.eval_threshold_cp", self.eval_threshold_cp, 0)
+        at_least("walk.max_ply", self.max_ply)
+        at_least("walk.eval_threshold_cp", self.eval_threshold_cp, 0)
         if not self.opponent_temperature > 0:
             raise SettingsError("walk.opponent_temperature", "must be more than 0")
 
@@ -113,7 +108,7 @@ class BookMoveRule:
         for name in ("visit_share_threshold", "win_rate_cutoff"):
             if not 0 <= getattr(self, name) <= 1:
                 raise SettingsError(f"book_moves.{name}", "must be between 0 and 1")
-        _at_least("book_moves.min_visits", self.min_visits)
+        at_least("book_moves.min_visits", self.min_visits)
 
 
 @dataclass(frozen=True)
@@ -136,7 +131,7 @@ class GrowSettings:
         if self.strategy not in STRATEGIES:
             raise BookgenError(f"unknown strategy {self.strategy!r} "
                                f"(choose from {', '.join(STRATEGIES)})")
-        _at_least("workers", self.workers)
+        at_least("workers", self.workers)
 
     def params(self) -> dict[str, Any]:
         """The run's ``runs.params``: the names and values grow has always stored

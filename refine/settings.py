@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bookgen.errors import BookgenError, SettingsError
+from bookgen.errors import BookgenError, SettingsError, at_least
 
 if TYPE_CHECKING:
     from bookgen.engines.settings import EngineSettings
@@ -30,11 +30,6 @@ __all__ = ["SELECTIONS", "DetectionSettings", "ExtensionSettings", "MistakesSett
            "PositionSelection", "SearchSettings"]
 
 SELECTIONS = ("all", "leaves", "principal", "visits")
-
-
-def _at_least(field_name: str, value: int | None, low: int = 1) -> None:
-    if value is not None and value < low:
-        raise SettingsError(field_name, f"must be at least {low}")
 
 
 def _not_negative(field_name: str, value: int | None) -> None:
@@ -91,8 +86,8 @@ class SearchSettings:
         spec = self.engine.spec
         if not (spec.kind == "builtin" or (spec.is_usi and spec.argument.strip())):
             raise BookgenError(f"unknown engine {str(spec)!r} (use builtin or usi:COMMAND)")
-        _at_least("workers", self.workers)
-        _at_least("limit", self.limit)
+        at_least("workers", self.workers)
+        at_least("limit", self.limit)
 
     def params(self, only: int | None = None) -> dict[str, Any]:
         """The run's ``runs.params``, with ``only`` the number of position ids the
@@ -126,7 +121,7 @@ class DetectionSettings:
     diff_cp: int = 200
 
     def __post_init__(self) -> None:
-        _at_least("detection.analysis_run", self.analysis_run)
+        at_least("detection.analysis_run", self.analysis_run)
         _not_negative("detection.threshold_cp", self.threshold_cp)
         _not_negative("detection.diff_cp", self.diff_cp)
         _not_negative("detection.opp_threshold_cp", self.opp_threshold_cp)
@@ -159,7 +154,7 @@ class ExtensionSettings:
         if self.evaluator_options is not None:
             object.__setattr__(self, "evaluator_options", dict(self.evaluator_options))
         for name in ("max_iterations", "expand", "workers", "playouts", "batch_size"):
-            _at_least(f"extension.{name}", getattr(self, name))
+            at_least(f"extension.{name}", getattr(self, name))
 
     def mcts_batch_size(self) -> int:
         """``batch_size``, else the evaluator's default

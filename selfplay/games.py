@@ -73,7 +73,7 @@ from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
 from bookgen.engines.restart import SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
-from bookgen.errors import BookgenError, SettingsError
+from bookgen.errors import BookgenError, SettingsError, at_least
 from bookgen.files import AtomicFile, check_output
 from bookgen.formats.positions import read_starts
 from bookgen.formats.records import write_csa_record
@@ -154,11 +154,6 @@ def open_players(black: PlayerSettings, white: PlayerSettings) -> dict[int, Play
 # settings
 
 
-def _at_least(field_name: str, value: float | None, low: int) -> None:
-    if value is not None and value < low:
-        raise SettingsError(field_name, f"must be at least {low}")
-
-
 def _usi_fields_given(player: PlayerSettings) -> list[str]:
     """The fields of ``player`` given that only a USI engine takes."""
     limits = player.limits
@@ -189,8 +184,8 @@ class SelfplayPlayers:
     def __post_init__(self) -> None:
         for side in ("black", "white"):
             player: PlayerSettings = getattr(self, side)
-            _at_least(f"players.{side}.mcts.playouts", player.mcts.playouts, 1)
-            _at_least(f"players.{side}.mcts.batch_size", player.mcts.batch_size, 1)
+            at_least(f"players.{side}.mcts.playouts", player.mcts.playouts, 1)
+            at_least(f"players.{side}.mcts.batch_size", player.mcts.batch_size, 1)
         if self.black.spec.is_usi or self.white.spec.is_usi:
             return
         for side in ("black", "white"):
@@ -239,7 +234,7 @@ class SelfplayOutput:
         for name in ("csa_dir", "out_min"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, Path(getattr(self, name)))
-        _at_least("output.min_ply", self.min_ply, 0)
+        at_least("output.min_ply", self.min_ply, 0)
         if self.out_min is not None and self.min_ply == 0:
             raise SettingsError("output.out_min",
                                 f"{SettingsError.FIELD} needs "
@@ -267,8 +262,8 @@ class SelfplaySettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _at_least("games", self.games, 1)
-        _at_least("workers", self.workers, 1)
+        at_least("games", self.games, 1)
+        at_least("workers", self.workers, 1)
 
 
 # --------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import cshogi
 import numpy as np
 
 from bookgen.arrays import NULL
-from bookgen.errors import BookgenError, SettingsError
+from bookgen.errors import BookgenError, SettingsError, at_least
 from bookgen.files import atomic_output
 from bookgen.formats.positions import POSITION_RECORDS, encode_positions
 from bookgen.store import Book, ValueColumn, queries
@@ -93,11 +93,6 @@ def _mistake_ids(store: Book) -> np.ndarray:
     return mistake_position_ids(store.conn)
 
 
-def _at_least(field_name: str, value: float | None, low: int) -> None:
-    if value is not None and value < low:
-        raise SettingsError(field_name, f"must be at least {low}")
-
-
 @dataclass(frozen=True)
 class StartsSelection:
     """Which of the source's positions are kept: those at ``min_ply`` ..
@@ -119,7 +114,7 @@ class StartsSelection:
 
     def __post_init__(self) -> None:
         for name in ("min_ply", "max_ply", "max_value_cp", "min_count", "principal_margin_cp"):
-            _at_least(f"selection.{name}", getattr(self, name), 0)
+            at_least(f"selection.{name}", getattr(self, name), 0)
         if self.side not in SIDES:
             raise SettingsError("selection.side",
                                 f"must be both, black or white, not {self.side!r}")
@@ -160,7 +155,7 @@ class StartsSettings:
                                f"{', '.join(SOURCES)})")
         if self.weight not in WEIGHTS:
             raise SettingsError("weight", f"must be none or visits, not {self.weight!r}")
-        _at_least("limit", self.limit, 1)
+        at_least("limit", self.limit, 1)
 
 
 @dataclass(frozen=True)

@@ -342,11 +342,10 @@ def test_perpetual_check_books_match_the_reference(tmp_path, seed):
     assert_matches_reference(path, book, draw_black, draw_white)
 
 
-def test_random_books_match_the_reference_through_the_api(tmp_path):
+def for_random_books(tmp_path, refine_and_check):
+    """Call ``refine_and_check(work_dir, book, draws)`` on 12 random books (hypothesis,
+    derandomised): shuffle cycles, perpetual checks and trees, per-side draw values."""
     from hypothesis import given, settings, strategies as st
-
-    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
-    from bookgen.values import DrawValues
 
     counter = iter(range(10**6))
 
@@ -359,11 +358,21 @@ def test_random_books_match_the_reference_through_the_api(tmp_path):
             seed, size, values=values)
         work = tmp_path / f"h{next(counter)}"
         work.mkdir()
+        refine_and_check(work, book, draws)
+
+    check()
+
+
+def test_random_books_match_the_reference_through_the_api(tmp_path):
+    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+    from bookgen.values import DrawValues
+
+    def refine_and_check(work, book, draws):
         path = import_book(work, book)
         refine_minimax(path, MinimaxSettings(draws=DrawValues(*draws)))
         assert_matches_reference(path, book, *draws)
 
-    check()
+    for_random_books(tmp_path, refine_and_check)
 
 
 # ------------------------------------------------------------------ hand-computed cases

@@ -305,32 +305,20 @@ def test_positions_of_the_file_without_moves_are_no_nodes(tmp_path):
 
 
 def test_random_books_match_the_reference_file_to_file(tmp_path):
-    from hypothesis import given, settings, strategies as st
-
     from bookgen.diagnostics import Diagnostics
     from bookgen.refine.minimax import MinimaxSettings
     from bookgen.refine.minimax_file import refine_minimax_file
     from bookgen.values import DrawValues
-    from test_minimax import VALUES
+    from test_minimax import for_random_books
 
-    counter = iter(range(10**6))
-
-    @settings(max_examples=12, deadline=None, derandomize=True)
-    @given(seed=st.integers(0, 10**6), size=st.sampled_from([10, 20, 30]),
-           draws=st.sampled_from(DRAWS), kind=st.sampled_from(["shuffle", "check", "tree"]),
-           values=st.sampled_from([VALUES, (-1, 0, 1), (-MATE, 0, MATE, 7), (-200, 200)]))
-    def check(seed, size, draws, kind, values):
-        book = {"shuffle": shuffle_book, "check": check_book, "tree": tree_book}[kind](
-            seed, size, values=values)
-        work = tmp_path / f"h{next(counter)}"
-        work.mkdir()
+    def refine_and_check(work, book, draws):
         out = work / "out.db"
         refine_minimax_file(write_book(work, book), out,
                             MinimaxSettings(draws=DrawValues(*draws)),
                             diagnostics=Diagnostics(stream=None))
         assert_file_matches_reference(out.read_text(), book, draws)
 
-    check()
+    for_random_books(tmp_path, refine_and_check)
 
 
 def test_apery_output_is_what_export_writes(tmp_path):
