@@ -14,6 +14,7 @@ import base64
 import json
 import subprocess
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,12 @@ class Page:
 
     def until(self, condition: str, what: str, timeout_ms: int = 30000) -> Any:
         """Wait in the page until the JavaScript expression ``condition`` is truthy
-        (checked at each animation frame and DOM change); returns its value."""
+        (checked at each change of the DOM); returns its value (true for an element)."""
         value = self.evaluate(f"""new Promise((resolve, reject) => {{
-            const check = () => {{ try {{ return ({condition}); }} catch (e) {{ return null; }} }};
+            const check = () => {{
+                try {{ const v = ({condition}); return v instanceof Node ? true : v; }}
+                catch (e) {{ return null; }}
+            }};
             const first = check();
             if (first) {{ resolve(first); return; }}
             const observer = new MutationObserver(() => {{
@@ -92,6 +96,8 @@ class Page:
         return value
 
     def navigate(self, url: str) -> None:
+        """Load ``url`` and wait for its load event (not an earlier page's)."""
+        self.events.clear()
         self.send("Page.navigate", url=url)
         self.wait_event("Page.loadEventFired")
 
@@ -131,6 +137,7 @@ class Browser:
     def __init__(self, profile: Path, env: dict[str, str] | None = None,
                  width: int = 1280, height: int = 1000) -> None:
         self.profile = profile
+        self.stack = ExitStack()
         profile.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             [chromium_binary(), "--headless", "--disable-gpu", "--no-sandbox",
@@ -151,7 +158,8 @@ class Browser:
                     raise AssertionError("chromium did not start listening")
                 time.sleep(0.05)
             port, path = port_file.read_text().split("\n")[:2]
-            self.socket = connect(f"ws://127.0.0.1:{port}{path}", max_size=64 * 2**20)
+            self.socket = self.stack.enter_context(
+                connect(f"ws://127.0.0.1:{port}{path}", max_size=64 * 2**20))
             self.next_id = 0
             target = self._browser_send("Target.createTarget", url="about:blank")["targetId"]
             session = self._browser_send("Target.attachToTarget", targetId=target,
@@ -176,9 +184,7 @@ class Browser:
                 return message["result"]
 
     def close(self) -> None:
-        socket = getattr(self, "socket", None)
-        if socket is not None:
-            socket.close()
+        self.stack.close()
         if self.process.poll() is None:
             self.process.kill()
         self.process.communicate(timeout=30)
