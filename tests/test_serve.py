@@ -476,3 +476,47 @@ def test_serve_refuses_a_port_in_use(made):
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"bookgen: error: cannot listen on 127.0.0.1:{port}: ")
     assert proc.stderr.count("\n") == 1
+
+
+# -- the report's twin table -------------------------------------------------------------
+
+
+def test_the_report_has_the_same_results_by_opening(client, made):
+    from bookgen.analysis.document import Table
+    from bookgen.analysis.ratings import RatingSettings
+    from bookgen.analysis.report import ReportSettings, build_report, render_html
+
+    report = build_report(ReportSettings(results=(made.results,), book=made.book,
+                                         rating=RatingSettings(simulations=0)))
+    (section,) = [s for s in report.sections if s.id == "openings"]
+    (table,) = [b for b in section.blocks if isinstance(b, Table)]
+    served = client.get("/api/results").json()["openings"]
+    players = table.headers[2:]
+    expected = []
+    for entry in served:
+        scores = {s["player"]: s for s in entry["scores"]}
+        expected.append([entry["opening"], str(entry["games"])] + [
+            f"{scores[p]['points']:g}/{scores[p]['games']} "
+            f"({100 * scores[p]['points'] / scores[p]['games']:.0f} %)" for p in players])
+    assert table.rows == expected and len(expected) == 3
+    assert "Results by opening" in render_html(report)
+
+
+def test_the_report_leaves_out_openings_outside_the_book(made, tmp_path):
+    from bookgen.analysis.document import Paragraph
+    from bookgen.analysis.ratings import RatingSettings
+    from bookgen.analysis.report import ReportSettings, build_report
+
+    other = tmp_path / "other.sqlite"
+    run_cli("grow", "-b", other, "--playouts", "10", "--positions", "1", "--seed", "3")
+    report = build_report(ReportSettings(results=(made.results,), book=other,
+                                         rating=RatingSettings(simulations=0)))
+    (section,) = [s for s in report.sections if s.id == "openings"]
+    texts = [b.text for b in section.blocks if isinstance(b, Paragraph)]
+    in_other = {r[0] for r in book_rows(other, "SELECT sfen FROM positions")}
+    games = book_rows(made.results, "SELECT DISTINCT start_sfen FROM games")
+    kept = sum(1 for (sfen,) in games if sfen.rsplit(" ", 1)[0] in in_other)
+    if kept == 0:
+        assert texts == ["No opening of these games is a position of the book."]
+    else:
+        assert texts[0].startswith(f"{kept} opening")
