@@ -24,7 +24,7 @@ import cshogi
 
 from bookgen.board_glyphs import EM, GLYPHS
 
-__all__ = ["Arrow", "Layout", "board_svg", "parse_usi_squares"]
+__all__ = ["Arrow", "Layout", "board_svg", "hand_boxes", "parse_usi_squares"]
 
 # Piece codes of cshogi (black; white adds 16) and their characters.
 PIECE_CHARS = {1: "歩", 2: "香", 3: "桂", 4: "銀", 5: "角", 6: "飛", 7: "金", 8: "玉",
@@ -188,8 +188,9 @@ class _Writer:
 Box = tuple[float, float, float, float]
 
 
-def _hand_positions(board: cshogi.Board, layout: Layout) -> dict[tuple[int, str], Box]:
-    """Slot box of each (colour, USI letter) in hand."""
+def hand_boxes(board: cshogi.Board, layout: Layout) -> dict[tuple[int, str], Box]:
+    """Where :func:`board_svg` draws each piece in hand: the box ``(x, y, width,
+    height)`` of each (colour, USI letter) that ``board`` has in hand."""
     found = {}
     for colour in (cshogi.BLACK, cshogi.WHITE):
         counts = board.pieces_in_hand[colour]
@@ -225,7 +226,7 @@ def board_svg(board: cshogi.Board, last_move: str | int | None = None,
     w = _Writer(layout)
     c = layout.cell
     left, top = layout.board_left, layout.board_top
-    hands = _hand_positions(board, layout)
+    hands = hand_boxes(board, layout)
 
     w.rect((left, top, 9 * c, 9 * c), BOARD)
     if last_move is not None:

@@ -117,7 +117,15 @@ class Page:
     def click(self, selector: str) -> None:
         """A real mouse click at the centre of the first match of ``selector``."""
         box = self.box(selector)
-        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        self.click_at(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+    def press(self, key: str) -> None:
+        """Press and release a key (``"ArrowLeft"``...)."""
+        for kind in ("keyDown", "keyUp"):
+            self.send("Input.dispatchKeyEvent", type=kind, key=key, code=key)
+
+    def click_at(self, x: float, y: float) -> None:
+        """A real mouse click at viewport point (x, y)."""
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
                       clickCount=1)

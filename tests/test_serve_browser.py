@@ -81,9 +81,9 @@ def test_explore_in_chromium(made, tmp_path, no_cjk_env):
                              ) == f"1.{first}"
         after_first = page.evaluate(BOARD_SFEN)
 
-        # click an arrow on the board: its move is played
+        # click an arrow's head on the board: its move is played
         arrow = page.evaluate("document.querySelector('svg.board g.arrow').dataset.move")
-        page.click("svg.board g.arrow")
+        page.click("svg.board g.arrow polygon")
         page.until(f"{BOARD_SFEN} !== {after_first!r}", "the board after the arrow's move")
         assert page.evaluate("new URLSearchParams(location.search).get('moves')"
                              ) == f"{first} {arrow}"
@@ -125,6 +125,58 @@ def test_explore_in_chromium(made, tmp_path, no_cjk_env):
         atomic_write(README_SHOT, page.screenshot())
     with Image.open(README_SHOT) as image:
         assert image.size == (1280, 1000)
+
+
+def click_box(page, box: tuple[float, float, float, float]) -> None:
+    """Click the centre of ``box`` (board units) of the page's board."""
+    svg = page.box("svg.board")
+    scale = svg["width"] / Layout(float(CELL)).width
+    x, y, w, h = box
+    page.click_at(svg["x"] + (x + w / 2) * scale, svg["y"] + (y + h / 2) * scale)
+
+
+MOVES_PARAM = "new URLSearchParams(location.search).get('moves')"
+
+
+def test_moves_played_on_the_board_and_the_keys(made, tmp_path):
+    layout = Layout(float(CELL))
+    with LiveServer(made.book) as server, Browser(tmp_path / "profile") as page:
+        # a piece, then its square: 2g2f
+        page.navigate(server.url)
+        page.until("document.querySelector('svg.board')", "the board")
+        start = page.evaluate(BOARD_SFEN)
+        click_box(page, layout.square("2g"))
+        page.until("document.querySelector('svg.board rect.selected')", "the selection")
+        click_box(page, layout.square("2f"))
+        page.until(f"{BOARD_SFEN} !== {start!r}", "the board after 2g2f")
+        assert page.evaluate(MOVES_PARAM) == "2g2f"
+        # a square no piece of the side to move can leave from: nothing is selected
+        click_box(page, layout.square("5e"))
+        assert page.evaluate("document.querySelectorAll('svg.board rect.selected').length") == 0
+        # a piece in hand, then its square: after a bishop trade black drops B*5e
+        page.navigate(server.url + "?moves=7g7f+3c3d+8h2b%2B+3a2b")
+        page.until("document.querySelector('svg.board')", "the board")
+        before = page.evaluate(BOARD_SFEN)
+        board = cshogi.Board()
+        for usi in ("7g7f", "3c3d", "8h2b+", "3a2b"):
+            board.push_usi(usi)
+        from bookgen.diagram import hand_boxes
+
+        click_box(page, hand_boxes(board, layout)[(cshogi.BLACK, "B")])
+        page.until("document.querySelector('svg.board rect.selected')", "the selection")
+        click_box(page, layout.square("5e"))
+        page.until(f"{BOARD_SFEN} !== {before!r}", "the board after B*5e")
+        assert page.evaluate(MOVES_PARAM) == "7g7f 3c3d 8h2b+ 3a2b B*5e"
+        # the left key goes back a ply, the right key follows the book's best move
+        page.press("ArrowLeft")
+        page.until(f"{BOARD_SFEN} === {before!r}", "the position before the drop")
+        assert page.evaluate(MOVES_PARAM) == "7g7f 3c3d 8h2b+ 3a2b"
+        page.navigate(server.url)
+        page.until("document.querySelector('.nav a.forward')", "the best move link")
+        best = page.evaluate("document.querySelector('#pv a').textContent")
+        page.press("ArrowRight")
+        page.until(f"{BOARD_SFEN} !== {start!r}", "the position after the best move")
+        assert page.evaluate(MOVES_PARAM) == best
 
 
 def test_a_bad_link_shows_the_400_page_in_the_browser(made, tmp_path):

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import cshogi
 
 from bookgen import __version__
-from bookgen.diagram import Arrow, board_svg
+from bookgen.diagram import Arrow, Layout, board_svg, hand_boxes
 from bookgen.explore.view import MoveView, OpeningResult, Place, PositionView, TreeNode
 from bookgen.values import cp_to_value
 
@@ -101,11 +101,28 @@ def _arrows(view: PositionView) -> list[Arrow]:
     return [Arrow(m.move, 1.0 - i / len(own)) for i, m in enumerate(own)]
 
 
+CELL = 44.0
+
+
 def board_html(view: PositionView) -> str:
+    """The board as inline SVG, with what the script needs to play a move clicked on
+    the board: where the squares and the side to move's hand pieces are drawn
+    (``data-left``, ``data-top``, ``data-cell``, ``data-hands``), the legal moves
+    (``data-legal``) and the place's URL (``data-url``)."""
     board = view.place.board()
-    svg = board_svg(board, last_move=view.last_move, arrows=_arrows(view), cell=44,
+    svg = board_svg(board, last_move=view.last_move, arrows=_arrows(view), cell=CELL,
                     title=view.sfen)
-    return svg.replace("<svg ", '<svg class="board" data-sfen="' + _e(view.sfen) + '" ', 1)
+    layout = Layout(CELL)
+    hands = {letter: [round(v, 2) for v in box]
+             for (colour, letter), box in hand_boxes(board, layout).items()
+             if colour == board.turn}
+    legal = " ".join(cshogi.move_to_usi(m) for m in board.legal_moves)
+    attributes = (f'class="board" data-sfen="{_e(view.sfen)}" '
+                  f'data-url="{_e(place_url(view.place))}" data-left="{layout.board_left:g}" '
+                  f'data-top="{layout.board_top:g}" '
+                  f'data-cell="{layout.cell:g}" data-hands="{_e(json.dumps(hands))}" '
+                  f'data-legal="{_e(legal)}" ')
+    return svg.replace("<svg ", "<svg " + attributes, 1)
 
 
 MOVE_HEADERS = [

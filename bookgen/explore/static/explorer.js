@@ -117,6 +117,92 @@
     item.classList.add("expanded");
   }
 
+  // -- moves clicked on the board: a piece (or a piece in hand), then its square --------
+
+  let selected = null;   // {from: "7g"} or {drop: "P"}, with the box drawn around it
+
+  function boardPoint(svg, event) {
+    const point = svg.createSVGPoint();
+    point.x = event.clientX;
+    point.y = event.clientY;
+    return point.matrixTransform(svg.getScreenCTM().inverse());
+  }
+
+  function squareBox(svg, square) {
+    const cell = +svg.dataset.cell;
+    const file = "987654321".indexOf(square[0]), rank = "abcdefghi".indexOf(square[1]);
+    return [+svg.dataset.left + file * cell, +svg.dataset.top + rank * cell, cell, cell];
+  }
+
+  function squareAt(svg, p) {
+    const cell = +svg.dataset.cell;
+    const file = Math.floor((p.x - svg.dataset.left) / cell);
+    const rank = Math.floor((p.y - svg.dataset.top) / cell);
+    if (file < 0 || file > 8 || rank < 0 || rank > 8) {
+      return null;
+    }
+    return "987654321"[file] + "abcdefghi"[rank];
+  }
+
+  function handAt(svg, p) {
+    const hands = JSON.parse(svg.dataset.hands || "{}");
+    for (const [letter, [x, y, w, h]] of Object.entries(hands)) {
+      if (p.x >= x && p.x < x + w && p.y >= y && p.y < y + h) {
+        return letter;
+      }
+    }
+    return null;
+  }
+
+  function select(svg, choice, box) {
+    for (const old of svg.querySelectorAll("rect.selected")) {
+      old.remove();
+    }
+    selected = choice;
+    if (choice) {
+      const rect = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+      rect.setAttribute("class", "selected");
+      ["x", "y", "width", "height"].forEach((name, i) => rect.setAttribute(name, box[i]));
+      svg.appendChild(rect);
+    }
+  }
+
+  function play(svg, move) {
+    const url = new URL(svg.dataset.url, location.href);
+    const moves = url.searchParams.get("moves");
+    url.searchParams.set("moves", moves ? moves + " " + move : move);
+    selected = null;
+    show(url.pathname + url.search, true);
+  }
+
+  function boardClick(svg, event) {
+    const p = boardPoint(svg, event);
+    const legal = (svg.dataset.legal || "").split(" ").filter(Boolean);
+    const square = squareAt(svg, p);
+    if (selected && square) {
+      const prefix = selected.drop ? selected.drop + "*" + square : selected.from + square;
+      const candidates = legal.filter((m) => m === prefix || m === prefix + "+");
+      if (candidates.length === 1) {
+        play(svg, candidates[0]);
+        return;
+      }
+      if (candidates.length === 2) {
+        play(svg, window.confirm("Promote?") ? prefix + "+" : prefix);
+        return;
+      }
+    }
+    if (square && legal.some((m) => m.startsWith(square))) {
+      select(svg, {from: square}, squareBox(svg, square));
+      return;
+    }
+    const drop = square ? null : handAt(svg, p);
+    if (drop && legal.some((m) => m.startsWith(drop + "*"))) {
+      select(svg, {drop: drop}, JSON.parse(svg.dataset.hands)[drop]);
+      return;
+    }
+    select(svg, null);
+  }
+
   function setUp(root) {
     for (const table of root.querySelectorAll("table.sortable")) {
       if (!table.tHead) {
@@ -148,8 +234,26 @@
       }
       return;
     }
+    const board = event.target.closest("svg.board");
+    if (board) {
+      boardClick(board, event);
+      return;
+    }
     const link = event.target.closest("a[data-nav]");
     if (link && isPositionUrl(new URL(link.href))) {
+      event.preventDefault();
+      show(link.href, true);
+    }
+  });
+
+  document.addEventListener("keydown", (event) => {   // left and right walk the line
+    if (event.target.closest("input, textarea, select") || event.altKey || event.ctrlKey
+        || event.metaKey) {
+      return;
+    }
+    const selector = {ArrowLeft: ".nav a.back", ArrowRight: ".nav a.forward"}[event.key];
+    const link = selector ? document.querySelector(selector) : null;
+    if (link) {
       event.preventDefault();
       show(link.href, true);
     }
