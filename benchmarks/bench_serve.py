@@ -11,17 +11,21 @@ redirect and, with ``--results``, the results by opening. It prints, for each
 call, the median, the 95th percentile and the maximum in milliseconds over
 ``--repeat`` requests, and the first (cold) request separately.
 
-Copy the book first (the benchmark never writes it, but keep shared books out
-of reach): a book of 1 M positions is made by ``python benchmarks/generate_book.py``
-and ``bookgen import``.
+Copy the book first: the benchmark reads it only, but ``--add-mistakes N``
+first adds N made-up rows to its ``mistakes`` table (one fake ``refine
+mistakes`` run, sizes drawn at random), so that the mistakes list sorts a
+realistic table; a book of 1 M positions is made by ``python
+benchmarks/generate_book.py`` and ``bookgen import``.
 
     python benchmarks/bench_serve.py BOOK [--results FILE ...] [--repeat 30] [--random 50]
+                                          [--add-mistakes N]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sqlite3
 import statistics
 import sys
 import threading
@@ -79,6 +83,32 @@ def random_sfens(book: Path, count: int, seed: int) -> list[str]:
     return list(found.values())
 
 
+def add_mistakes(book: Path, count: int, seed: int) -> None:
+    """Add ``count`` made-up mistakes at random positions, as one ``refine mistakes`` run
+    (the benchmark's own writes, on a copy of a book)."""
+    rng = random.Random(seed)
+    conn = sqlite3.connect(book)
+    try:
+        total = conn.execute("SELECT max(id) FROM positions").fetchone()[0]
+        run = conn.execute(
+            "INSERT INTO runs (command, params, started_at, ended_at, status, bookgen_version) "
+            "VALUES ('refine mistakes', '{\"benchmark\": true}', '2026-01-01T00:00:00', "
+            "'2026-01-01T00:00:01', 'done', 'bench_serve')").lastrowid
+        rows = []
+        for position in rng.sample(range(1, total + 1), count):
+            book_value = rng.randint(-800, 800)
+            engine_value = book_value + rng.choice((-1, 1)) * rng.randint(200, 3000)
+            rows.append((run, position, run, book_value, engine_value,
+                         engine_value - book_value, "7g7f", "2g2f", "benchmark"))
+        conn.executemany(
+            "INSERT INTO mistakes (run_id, iteration, position_id, analysis_run_id, kind, "
+            "book_value, engine_value, difference, book_move, engine_move, reason, created_at) "
+            "VALUES (?, 0, ?, ?, 'diff', ?, ?, ?, ?, ?, ?, '2026-01-01T00:00:01')", rows)
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def timed(base: str, path: str, repeat: int) -> tuple[float, list[float]]:
     """(first request's ms, the ms of ``repeat`` more)."""
     def once() -> float:
@@ -99,7 +129,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--random", type=int, default=50, help="random positions to time")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--add-mistakes", type=int, default=0, metavar="N",
+                        help="first add N made-up mistakes to BOOK (a copy!)")
     args = parser.parse_args()
+    if args.add_mistakes:
+        add_mistakes(args.book, args.add_mistakes, args.seed)
 
     openings = results_by_opening(load_games(args.results)) if args.results else []
     explorer = Explorer(args.book)
@@ -115,6 +149,7 @@ def main() -> None:
     with explorer.snapshot() as conn:
         positions = queries.count_positions(conn)
         moves = queries.count_moves(conn)
+    mistakes = explorer.mistakes(1)[0]
     line = principal_line(args.book, 30)
     deep10 = Place(moves=tuple(line[:10]))
     deep30 = Place(moves=tuple(line))
@@ -137,7 +172,8 @@ def main() -> None:
     if args.results:
         calls += [("results", "/results"), ("results JSON", "/api/results")]
 
-    print(f"bookgen serve on {args.book}: {positions:,} positions, {moves:,} moves rows; "
+    print(f"bookgen serve on {args.book}: {positions:,} positions, {moves:,} moves rows, "
+          f"{mistakes:,} mistakes; "
           f"{args.repeat} requests per call after the first; goal {GOAL_MS:.0f} ms")
     print(f"{'call':<34} {'first':>8} {'median':>8} {'p95':>8} {'max':>8}")
     worst = 0.0

@@ -97,11 +97,13 @@ def largest_mistakes(conn: sqlite3.Connection, limit: int, offset: int = 0
     if not _has_table(conn, "mistakes"):
         return 0, []
     total = int(conn.execute("SELECT count(*) FROM mistakes").fetchone()[0])
+    # the page of mistakes first (one scan of the mistakes table), then their positions
+    order = "abs(k.difference) DESC, k.run_id, k.iteration, k.position_id"
     rows = _dicts(conn.execute(
         f"SELECT {', '.join('k.' + c for c in MISTAKE_COLUMNS)}, p.sfen, p.ply "
-        "FROM mistakes k JOIN positions p ON p.id = k.position_id "
-        "ORDER BY abs(k.difference) DESC, k.run_id, k.iteration, k.position_id "
-        "LIMIT ? OFFSET ?", (int(limit), int(offset))))
+        f"FROM (SELECT * FROM mistakes k ORDER BY {order} LIMIT ? OFFSET ?) k "
+        f"JOIN positions p ON p.id = k.position_id ORDER BY {order}",
+        (int(limit), int(offset))))
     return total, rows
 
 
