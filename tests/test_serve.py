@@ -520,3 +520,39 @@ def test_the_report_leaves_out_openings_outside_the_book(made, tmp_path):
         assert texts == ["No opening of these games is a position of the book."]
     else:
         assert texts[0].startswith(f"{kept} opening")
+
+
+def test_serve_listens_on_127_0_0_1_and_stops_on_ctrl_c(made, tmp_path):
+    """The command itself: it says where it listens (127.0.0.1 unless told otherwise),
+    answers there (with the results by opening of --results), and Ctrl-C stops it
+    (exit 130) with the book unchanged."""
+    import urllib.request
+
+    book = tmp_path / "book.sqlite"
+    shutil.copy(made.book, book)
+    before = digest(book)
+    env = {key: value for key, value in os.environ.items() if key != "BOOKGEN_FAULT"}
+    proc = subprocess.Popen([PYTHON, "-m", "bookgen.cli", "serve", "-b", str(book), "--port",
+                             "0", "--results", str(made.results)], cwd=str(ROOT), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.fullmatch(rf"bookgen serve: {re.escape(str(book))} \(read-only\) at "
+                             r"(http://127\.0\.0\.1:\d+/) \(Ctrl-C stops\)\n", line)
+        assert match, line
+        with urllib.request.urlopen(match.group(1) + "?moves=7g7f", timeout=60) as page:
+            assert page.status == 200 and b'<svg class="board"' in page.read()
+        opening = book_rows(made.results, "SELECT opening FROM games")[0][0]
+        with urllib.request.urlopen(match.group(1) + "results", timeout=60) as page:
+            assert escape(opening).encode() in page.read()
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            urllib.request.urlopen(match.group(1) + "?moves=7g7x", timeout=60)
+        assert bad.value.code == 400
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert digest(book) == before

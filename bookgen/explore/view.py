@@ -300,16 +300,20 @@ class Explorer:
     def _moves(self, conn: sqlite3.Connection, position_id: int, board: cshogi.Board,
                mistakes: Sequence[dict[str, Any]]) -> list[MoveView]:
         rows = browse.moves_of(conn, position_id)
-        children = []
+        children: list[str | None] = []
         for row in rows:
-            board.push_usi(row["move"])
+            move = board.move_from_usi(row["move"])
+            if not move or not board.is_legal(move):   # a damaged row: shown, not followed
+                children.append(None)
+                continue
+            board.push(move)
             children.append(board_key(board))
             board.pop()
-        found = browse.positions_of(conn, children)
+        found = browse.positions_of(conn, [c for c in children if c is not None])
         views = []
         for row, child in zip(rows, children):
             marks = tuple(m for m in mistakes if row["move"] == m["book_move"])
-            known = found.get(child)
+            known = found.get(child) if child is not None else None
             views.append(MoveView(row={k: v for k, v in row.items() if k != "own"},
                                   own=bool(row["own"]), child_in_book=known is not None,
                                   child_moves=known[1] if known else 0, mistakes=marks))
