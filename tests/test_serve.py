@@ -26,7 +26,7 @@ from bookgen.analysis.results import load_games
 from bookgen.errors import SettingsError
 from bookgen.explore.app import create_app
 from bookgen.explore.settings import ServeSettings
-from bookgen.explore.view import Explorer, parse_place, parse_search
+from bookgen.explore.view import TREE_OPEN, Explorer, parse_place, parse_search
 from bookgen.position import STARTPOS_SFEN
 from bookgen.store.browse import MOVE_COLUMNS
 from conftest import PYTHON, ROOT, integrity_ok, run_bookgen_process, run_cli
@@ -202,7 +202,18 @@ def test_the_tree_expands_one_level_per_call(client, made):
     for child in below["nodes"]:
         assert parse_qs(urlsplit(child["url"]).query)["moves"] == [f"{node['move']} "
                                                                    f"{child['move']}"]
-    assert client.get("/").text.count('<button class="expand"') == len(expandable)
+    # the page opens the best few moves a ply deeper, with what /api/tree says of them
+    tree = client.get("/api/position").json()["tree"]
+    opened = [n for n in tree if n["children"]]
+    assert opened and [n["move"] for n in opened] == [
+        n["move"] for n in tree if n["child_moves"]][:TREE_OPEN]
+    for node in opened:
+        level = client.get("/api/tree", params={"moves": node["move"]}).json()["nodes"]
+        assert [(c["move"], c["value"], c["count"], c["child_moves"]) for c in level] == [
+            (c["move"], c["value"], c["count"], c["child_moves"]) for c in node["children"]]
+    buttons = sum(1 for n in tree if n["child_moves"]) + sum(
+        1 for n in opened for c in n["children"] if c["child_moves"])
+    assert client.get("/").text.count('<button class="expand"') == buttons
 
 
 def test_board_svg(client):
@@ -556,3 +567,14 @@ def test_serve_listens_on_127_0_0_1_and_stops_on_ctrl_c(made, tmp_path):
             proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert digest(book) == before
+
+
+def test_the_script_and_style_sheet_are_served_from_the_package(client):
+    from bookgen.explore.app import STATIC
+
+    for name, kind in (("explorer.js", "text/javascript"), ("explorer.css", "text/css")):
+        answer = client.get(f"/static/{name}")
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind)
+        assert answer.content == (STATIC / name).read_bytes()
+    assert client.get("/static/nothing.js").status_code == 404
+    assert client.get("/static/../app.py").status_code == 404

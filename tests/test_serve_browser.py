@@ -9,6 +9,7 @@ The run also writes the README's screenshot, docs/images/explorer.png.
 from __future__ import annotations
 
 import io
+import json
 
 import cshogi
 import numpy as np
@@ -99,13 +100,20 @@ def test_explore_in_chromium(made, tmp_path, no_cjk_env):
         # the tree expands on demand
         page.evaluate("history.back()")
         page.until(f"{BOARD_SFEN} === {after_first!r}", "the position before the arrow")
-        node = page.evaluate("document.querySelector('#tree button.expand')"
-                             ".parentElement.dataset.move")
-        page.click("#tree button.expand")
-        below = page.until("document.querySelector('#tree li.expanded > ul > li') && "
-                           "Array.from(document.querySelectorAll('#tree li.expanded > ul > "
-                           "li')).map(li => li.dataset.move)", "the expanded tree")
+        # (the best moves come open a ply deeper; one that is not opens on a click)
+        closed = "#tree > ul > li:not(.expanded) > button.expand"
+        node = page.evaluate(f"document.querySelector({closed!r}).parentElement.dataset.move")
+        page.click(closed)
+        item = f'#tree > ul > li[data-move="{node}"]'
+        below = page.until(f"document.querySelector({json.dumps(item + '.expanded > ul > li')})"
+                           f" && Array.from(document.querySelectorAll("
+                           f"{json.dumps(item + ' > ul > li')})).map(li => li.dataset.move)",
+                           "the expanded tree")
         assert sorted(below) == book_moves(made.book, [first, node])
+        opened = "#tree > ul > li.expanded > button.expand"
+        page.click(opened)     # an open node closes
+        page.until("document.querySelector('#tree > ul > li.expanded > ul[hidden]')",
+                   "the closed node")
 
         # the board is drawn, with pieces, without any CJK font
         shot = Image.open(io.BytesIO(page.screenshot("svg.board"))).convert("RGB")

@@ -27,8 +27,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from bookgen.errors import BookgenError
 from bookgen.explore import pages
@@ -173,6 +172,17 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
         return html(pages.error_page(status, f"no such page: {request.url.path}", book,
                                      has_results), status)
 
+    # the script and the style sheet, read once: no file read (nor thread) per request
+    types = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+    static = {path.name: (path.read_bytes(), types[path.suffix])
+              for path in STATIC.iterdir() if path.suffix in types}
+
+    async def static_file(request: Request) -> Response:
+        found = static.get(request.path_params["name"])
+        if found is None:
+            return await not_found(request, HTTPException(404))
+        return Response(found[0], media_type=found[1], headers=SECURITY_HEADERS)
+
     routes = [
         Route("/", position), Route("/api/position", position_json),
         Route("/api/tree", tree_json), Route("/board.svg", board),
@@ -180,7 +190,7 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
         Route("/api/mistakes", mistakes_json), Route("/runs", runs),
         Route("/api/runs", runs_json), Route("/results", results),
         Route("/api/results", results_json),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        Route("/static/{name}", static_file),
     ]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
 

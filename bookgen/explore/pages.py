@@ -267,17 +267,25 @@ def value_chart(line: Sequence[int | None], pv: Sequence[int | None], width: int
             f"</text>{path(0, line, 'line')}{path(max(here, 0), joined, 'pv')}</svg>")
 
 
+MINUS = "\u2212"
+OPENED = ' class="expanded"'
+
+
 def _tree_items(place: Place, nodes: Sequence[TreeNode]) -> str:
+    """Nested lists of tree nodes; a node read with its children is shown open."""
     items = []
     for node in nodes:
         child = place.then(node.move)
         value = NONE if node.value is None else str(node.value)
+        opened = bool(node.children)
+        sign = MINUS if opened else "+"
         toggle = (f'<button class="expand" data-tree="{_e(place_url(child, "/api/tree"))}" '
-                  f'aria-label="expand">+</button>' if node.child_moves else
+                  f'aria-label="expand">{sign}</button>' if node.child_moves else
                   '<span class="leaf">\u00b7</span>')
-        items.append(f'<li data-move="{_e(node.move)}">{toggle}'
+        below = _tree_items(child, node.children) if opened else ""
+        items.append(f'<li data-move="{_e(node.move)}"{OPENED if opened else ""}>{toggle}'
                      f'{_link(child, node.move)} <span class="v">{_e(value)}</span> '
-                     f'<span class="c">({_e(node.count)})</span></li>')
+                     f'<span class="c">({_e(node.count)})</span>{below}</li>')
     return "<ul>" + "".join(items) + "</ul>"
 
 
@@ -325,9 +333,7 @@ def _mistakes_here(view: PositionView) -> str:
 
 def position_main(view: PositionView) -> str:
     """The main part of the position page (what the script swaps in)."""
-    state = json.dumps({"url": place_url(view.place), "sfen": view.sfen})
     return (
-        f'<div id="state" data-state="{_e(state)}" hidden></div>'
         '<div class="columns"><section class="panel boardpanel">'
         f"{board_html(view)}{_position_facts(view)}</section>"
         '<section class="panel"><h2>Line</h2>'

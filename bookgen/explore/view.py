@@ -7,7 +7,8 @@ malformed raises :class:`PlaceError`, which says what is wrong). For a place
 the explorer reads the position's columns, every ``moves`` row, the engine
 analyses and the mistakes found there, the principal variation from it
 (minimax-best moves for both sides), the book's value along the line and the
-tree of book moves below it (:meth:`Explorer.tree`, one level per call).
+tree of book moves below it (two plies for the best moves on the page, then
+:meth:`Explorer.tree`, one level per call).
 
 Every read goes through :mod:`bookgen.store.browse` and
 :mod:`bookgen.store.queries` (point reads by sfen and position id, all
@@ -49,6 +50,7 @@ __all__ = ["MAX_MOVES", "MoveView", "OpeningResult", "PlayerScore", "Place", "Pl
 MAX_MOVES = 600          # moves in one URL's line
 MAX_TEXT = 8000          # characters of an sfen, a move list or a search
 PV_PLIES = 40            # plies of the principal variation at most
+TREE_OPEN = 3            # the position page's tree opens this many best moves a ply deeper
 _USI = re.compile(r"^(?:[1-9][a-i][1-9][a-i]\+?|[PLNSGBR]\*[1-9][a-i])$")
 
 
@@ -181,17 +183,20 @@ class MoveView:
 
 @dataclass(frozen=True)
 class TreeNode:
-    """A book move below a place: its ``move``, value, count, and the number of book
-    moves of its child (0: a leaf, or not in the book)."""
+    """A book move below a place: its ``move``, value, count, the number of book
+    moves of its child (0: a leaf, or not in the book) and, when read already, the
+    tree below the child (``children``)."""
 
     move: str
     value: int | None
     count: int
     child_moves: int
+    children: tuple[TreeNode, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"move": self.move, "value": self.value, "count": self.count,
-                "child_moves": self.child_moves}
+                "child_moves": self.child_moves,
+                "children": [child.as_dict() for child in self.children]}
 
 
 @dataclass(frozen=True)
@@ -379,26 +384,34 @@ class Explorer:
                 analyses = browse.analyses_of(conn, row["id"])
             pv, pv_values = self._principal(conn, board)
             line_values = self._line_values(conn, place)
-        tree = tuple(TreeNode(m.move, m.best_value, int(m.row["count"] or 0), m.child_moves)
-                     for m in moves if m.own)
+            tree = []
+            for rank, m in enumerate(m for m in moves if m.own):
+                below: tuple[TreeNode, ...] = ()
+                if rank < TREE_OPEN and m.child_moves:
+                    board.push_usi(m.move)
+                    below = tuple(self._level(conn, board))
+                    board.pop()
+                tree.append(TreeNode(m.move, m.best_value, int(m.row["count"] or 0),
+                                     m.child_moves, below))
         return PositionView(place=place, sfen=sfen, turn=board.turn,
                             last_move=place.moves[-1] if place.moves else None,
                             position=row, moves=tuple(moves), analyses=tuple(analyses),
                             mistakes=tuple(mistakes), pv=tuple(pv),
                             line_values=tuple(line_values), pv_values=tuple(pv_values),
-                            tree=tree)
+                            tree=tuple(tree))
+
+    def _level(self, conn: sqlite3.Connection, board: cshogi.Board) -> list[TreeNode]:
+        row = browse.position_of(conn, board_key(board))
+        if row is None:
+            return []
+        return [TreeNode(m.move, m.best_value, int(m.row["count"] or 0), m.child_moves)
+                for m in self._moves(conn, row["id"], board, ()) if m.own]
 
     def tree(self, place: Place) -> list[TreeNode]:
         """The book's own moves of ``place``, best first, each with its child's number of
         book moves (one level of the tree)."""
-        board = place.board()
         with self.snapshot() as conn:
-            row = browse.position_of(conn, board_key(board))
-            if row is None:
-                return []
-            moves = self._moves(conn, row["id"], board, ())
-        return [TreeNode(m.move, m.best_value, int(m.row["count"] or 0), m.child_moves)
-                for m in moves if m.own]
+            return self._level(conn, place.board())
 
     # -- lists --------------------------------------------------------------------------
 
