@@ -176,7 +176,8 @@ def test_analyses_and_mistake_marks(client, made):
     sfen, book_move, difference = rows[0]
     page = client.get("/", params={"sfen": sfen})
     assert "Mistakes here" in page.text
-    row = re.search(rf'data-move="{re.escape(book_move)}".*?</tr>', page.text).group(0)
+    row = re.search(rf'<tr class="[a-z]+" data-move="{re.escape(book_move)}".*?</tr>',
+                    page.text).group(0)
     assert f"&#9888; {abs(difference)}" in row
     analysed = book_rows(made.book, "SELECT p.sfen, a.engine, a.score, a.nodes FROM analyses a "
                                     "JOIN positions p ON p.id = a.position_id")

@@ -336,13 +336,14 @@ def position_main(view: PositionView) -> str:
     return (
         '<div class="columns"><section class="panel boardpanel">'
         f"{board_html(view)}{_position_facts(view)}</section>"
-        '<section class="panel"><h2>Line</h2>'
-        f"{_line(view)}{value_chart(view.line_values, view.pv_values)}</section></div>"
+        '<div class="side"><section class="panel"><h2>Line</h2>'
+        f"{_line(view)}{value_chart(view.line_values, view.pv_values)}</section>"
+        '<section class="panel"><h2>Tree</h2><div class="tree" id="tree">'
+        f"{_tree_items(view.place, view.tree) if view.tree else NONE}</div></section></div>"
+        "</div>"
         f'<section class="panel"><h2>Book moves</h2>{_moves_table(view)}</section>'
         f"{_mistakes_here(view)}"
-        f'<section class="panel"><h2>Engine analyses</h2>{_analyses(view)}</section>'
-        '<section class="panel"><h2>Tree</h2><div class="tree" id="tree">'
-        f"{_tree_items(view.place, view.tree) if view.tree else NONE}</div></section>")
+        f'<section class="panel"><h2>Engine analyses</h2>{_analyses(view)}</section>')
 
 
 def position_page(view: PositionView, book: str, has_results: bool) -> str:
