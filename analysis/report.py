@@ -72,7 +72,7 @@ from bookgen.analysis.pairstats import (
     verdict_sentence,
 )
 from bookgen.analysis.ratings import RatingSettings, RatingTable, _round_half_up, fit_ratings
-from bookgen.analysis.report_book import BookSummary, book_section, read_book
+from bookgen.analysis.report_book import BookSummary, book_section, openings_section, read_book
 from bookgen.analysis.results import load_games
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import atomic_write, check_output
@@ -284,6 +284,7 @@ def build_report(settings: ReportSettings, now: datetime | None = None) -> Repor
     ]
     if book_summary is not None:
         report.sections.append(book_section(book_summary))
+        report.sections.append(openings_section(games, book_summary))
     return report
 
 

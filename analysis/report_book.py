@@ -1,10 +1,12 @@
 """The book part of ``bookgen report``: size run after run, ply and value
-distributions, mistakes per refine run (read-only; the book is never changed)."""
+distributions, mistakes per refine run, and the results by opening of the
+openings that are book positions (read-only; the book is never changed)."""
 
 from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,11 +15,13 @@ import pandas as pd
 
 from bookgen.analysis import plots
 from bookgen.analysis.document import Heading, Image, Paragraph, Section, Table, plural
+from bookgen.analysis.openings import results_by_opening
 from bookgen.bookfiles.stats import read_distributions
 from bookgen.errors import BookgenError
-from bookgen.store import MoveRows, open_book_snapshot, queries
+from bookgen.store import MoveRows, browse, open_book_snapshot, queries
+from bookgen.store.results import GameResult
 
-__all__ = ["BookSummary", "book_section", "read_book"]
+__all__ = ["BookSummary", "book_positions", "book_section", "openings_section", "read_book"]
 
 
 @dataclass
@@ -65,6 +69,17 @@ def read_book(path: str | Path) -> BookSummary:
     return BookSummary(str(path), found.positions, found.positions_with_moves, found.moves, runs,
                        found.plies, {"black to move": black, "white to move": white}, mistakes,
                        unattributed)
+
+
+def book_positions(path: str | Path, sfens: Sequence[str]) -> frozenset[str]:
+    """Those of ``sfens`` (normalised, no move number) that the book at ``path`` holds."""
+    conn = open_book_snapshot(Path(path))
+    try:
+        return frozenset(browse.positions_of(conn, sfens))
+    except sqlite3.DatabaseError as error:
+        raise BookgenError(f"{path}: cannot read the book ({error})") from None
+    finally:
+        conn.close()
 
 
 def _describe_rows(series: dict[str, list[int]]) -> tuple[list[str], list[list[str]]]:
@@ -167,4 +182,34 @@ def book_section(book: BookSummary) -> Section:
     series = {k: [grouped[key][k] for key in grouped] for k in kinds}
     section.blocks.append(Image("book_mistakes", "Mistakes per refine run (run/iteration)",
                                 plots.png(plots.mistakes_plot(labels, series))))
+    return section
+
+
+def openings_section(games: Sequence[GameResult], book: BookSummary) -> Section:
+    """Results by opening (:func:`bookgen.analysis.openings.results_by_opening`) for the
+    openings that are positions of the book (:func:`book_positions`): the table
+    ``bookgen serve --results`` shows."""
+    section = Section("openings", "Results by opening")
+    every = results_by_opening(games)
+    in_book = book_positions(book.path, [o.sfen for o in every])
+    openings = [o for o in every if o.sfen in in_book]
+    if not openings:
+        section.blocks.append(Paragraph("No opening of these games is a position of the "
+                                        "book."))
+        return section
+    players = list(dict.fromkeys(s.player for o in openings for s in o.scores))
+    rows = []
+    for opening in openings:
+        scores = {s.player: s for s in opening.scores}
+        rows.append([opening.opening, str(opening.games)] + [
+            "-" if p not in scores else
+            f"{scores[p].points:g}/{scores[p].games} "
+            f"({100 * scores[p].points / scores[p].games:.0f} %)" for p in players])
+    others = len(every) - len(openings)
+    section.blocks.append(Paragraph(
+        f"{plural(len(openings), 'opening')} of the games are positions of the book"
+        + (f" ({plural(others, 'other')} are not)" if others else "")
+        + "; each player's points and games from there."))
+    section.blocks.append(Table(["opening", "games", *players], rows,
+                                numeric=[False, True] + [True] * len(players)))
     return section

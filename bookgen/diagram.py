@@ -24,7 +24,7 @@ import cshogi
 
 from bookgen.board_glyphs import EM, GLYPHS
 
-__all__ = ["Arrow", "Layout", "board_svg", "parse_usi_squares"]
+__all__ = ["Arrow", "Layout", "board_svg", "hand_boxes", "parse_usi_squares"]
 
 # Piece codes of cshogi (black; white adds 16) and their characters.
 PIECE_CHARS = {1: "歩", 2: "香", 3: "桂", 4: "銀", 5: "角", 6: "飛", 7: "金", 8: "玉",
@@ -188,8 +188,9 @@ class _Writer:
 Box = tuple[float, float, float, float]
 
 
-def _hand_positions(board: cshogi.Board, layout: Layout) -> dict[tuple[int, str], Box]:
-    """Slot box of each (colour, USI letter) in hand."""
+def hand_boxes(board: cshogi.Board, layout: Layout) -> dict[tuple[int, str], Box]:
+    """Where :func:`board_svg` draws each piece in hand: the box ``(x, y, width,
+    height)`` of each (colour, USI letter) that ``board`` has in hand."""
     found = {}
     for colour in (cshogi.BLACK, cshogi.WHITE):
         counts = board.pieces_in_hand[colour]
@@ -225,7 +226,7 @@ def board_svg(board: cshogi.Board, last_move: str | int | None = None,
     w = _Writer(layout)
     c = layout.cell
     left, top = layout.board_left, layout.board_top
-    hands = _hand_positions(board, layout)
+    hands = hand_boxes(board, layout)
 
     w.rect((left, top, 9 * c, 9 * c), BOARD)
     if last_move is not None:
@@ -290,7 +291,7 @@ def board_svg(board: cshogi.Board, last_move: str | int | None = None,
             start = _centre(hands[(board.turn, drop)])
         else:
             start = _centre(layout.square(origin))
-        w.parts.append(_arrow(start, _centre(layout.square(target)), c, arrow.weight))
+        w.parts.append(_arrow(start, _centre(layout.square(target)), c, arrow.weight, arrow.move))
 
     defs = "".join(f'<path id="{gid}" d="{GLYPHS[char]}"/>' for char, gid in w.used.items())
     name = title if title is not None else board.sfen()
@@ -307,8 +308,9 @@ def _escape(text: str) -> str:
 
 
 def _arrow(start: tuple[float, float], end: tuple[float, float], cell: float,
-           weight: float) -> str:
-    """A straight arrow from ``start`` to ``end`` with its head at ``end``."""
+           weight: float, move: str) -> str:
+    """A straight arrow from ``start`` to ``end`` with its head at ``end``, for ``move``
+    (its ``data-move``: the explorer plays the move when the arrow is clicked)."""
     weight = min(max(float(weight), 0.0), 1.0)
     (x0, y0), (x1, y1) = start, end
     dx, dy = x1 - x0, y1 - y0
@@ -321,7 +323,8 @@ def _arrow(start: tuple[float, float], end: tuple[float, float], cell: float,
     half = head * 0.55
     points = [(bx + px * half, by + py * half), (x1, y1), (bx - px * half, by - py * half)]
     opacity = 0.45 + 0.4 * weight
-    return (f'<g class="arrow" opacity="{opacity:.2f}" fill="{ARROW}" stroke="{ARROW}">'
+    return (f'<g class="arrow" data-move="{_escape(move)}" opacity="{opacity:.2f}" '
+            f'fill="{ARROW}" stroke="{ARROW}">'
             f'<line x1="{_num(x0)}" y1="{_num(y0)}" x2="{_num(bx)}" y2="{_num(by)}" '
             f'stroke-width="{_num(width)}" stroke-linecap="round"/>'
             f'<polygon points="{" ".join(f"{_num(x)},{_num(y)}" for x, y in points)}" '

@@ -8,7 +8,8 @@ that expected results never come from the code under test:
 * a small independent DB2016 parser for reading exported files;
 * ``run_cli``: click's CliRunner on ``bookgen.cli.main``;
 * ``dump_book``: the content of a book file read with the plain sqlite3 module;
-* ``chromium_binary`` / ``run_chromium``: headless Chromium for rendering tests.
+* ``chromium_binary`` / ``run_chromium``: headless Chromium for rendering tests, and
+  ``no_cjk_env``: an environment whose fontconfig has no CJK font.
 """
 
 from __future__ import annotations
@@ -325,6 +326,39 @@ def run_chromium(profile: Path, *args: str, env: dict[str, str] | None = None
                           env=env)
     assert proc.returncode == 0, f"{' '.join(command)}: exit {proc.returncode}\n{proc.stderr}"
     return proc
+
+
+# Chromium without CJK fonts: the board must read all the same (its pieces are outlines).
+NO_CJK_FONTS = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<fontconfig>
+  <include ignore_missing="yes">/etc/fonts/fonts.conf</include>
+  <cachedir>{cache}</cachedir>
+  <selectfont><rejectfont>
+    <pattern><patelt name="lang"><string>ja</string></patelt></pattern>
+    <pattern><patelt name="lang"><string>zh-cn</string></patelt></pattern>
+    <pattern><patelt name="lang"><string>zh-tw</string></patelt></pattern>
+    <pattern><patelt name="lang"><string>zh-hk</string></patelt></pattern>
+    <pattern><patelt name="lang"><string>ko</string></patelt></pattern>
+  </rejectfont></selectfont>
+</fontconfig>
+"""
+
+
+
+@pytest.fixture(scope="session")
+def no_cjk_env(tmp_path_factory) -> dict[str, str]:
+    """An environment whose fontconfig has no font for Japanese (nor Chinese, Korean)."""
+    directory = tmp_path_factory.mktemp("fontconfig")
+    conf = directory / "fonts.conf"
+    conf.write_text(NO_CJK_FONTS.format(cache=directory / "cache"), encoding="utf-8")
+    env = {**os.environ, "FONTCONFIG_FILE": str(conf)}
+    if shutil.which("fc-list"):
+        for lang in ("ja", "zh-cn", "ko"):
+            listed = subprocess.run(["fc-list", f":lang={lang}", "family"], env=env,
+                                    capture_output=True, text=True, check=True).stdout
+            assert listed.strip() == "", f"fonts for {lang} still visible: {listed}"
+    return env
 
 
 # --------------------------------------------------------------------------

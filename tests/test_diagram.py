@@ -11,9 +11,6 @@ orientation is checked on its own.
 from __future__ import annotations
 
 import io
-import os
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -33,39 +30,8 @@ XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
 # Every piece kind of both colours on the board, and hands with counts.
 ALL_PIECES = "+r+b+s+n+l+pgkr/b8/snlp5/9/9/9/SNLP5/B8/RKG+P+L+N+S+B+R b GS2Pgs3p 1"
 
-NO_CJK_FONTS = """<?xml version="1.0"?>
-<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
-<fontconfig>
-  <include ignore_missing="yes">/etc/fonts/fonts.conf</include>
-  <cachedir>{cache}</cachedir>
-  <selectfont><rejectfont>
-    <pattern><patelt name="lang"><string>ja</string></patelt></pattern>
-    <pattern><patelt name="lang"><string>zh-cn</string></patelt></pattern>
-    <pattern><patelt name="lang"><string>zh-tw</string></patelt></pattern>
-    <pattern><patelt name="lang"><string>zh-hk</string></patelt></pattern>
-    <pattern><patelt name="lang"><string>ko</string></patelt></pattern>
-  </rejectfont></selectfont>
-</fontconfig>
-"""
-
-
 def hex_rgb(colour: str) -> tuple[int, int, int]:
     return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
-
-
-@pytest.fixture(scope="module")
-def no_cjk_env(tmp_path_factory) -> dict[str, str]:
-    """An environment whose fontconfig has no font for Japanese (nor Chinese, Korean)."""
-    directory = tmp_path_factory.mktemp("fontconfig")
-    conf = directory / "fonts.conf"
-    conf.write_text(NO_CJK_FONTS.format(cache=directory / "cache"), encoding="utf-8")
-    env = {**os.environ, "FONTCONFIG_FILE": str(conf)}
-    if shutil.which("fc-list"):
-        for lang in ("ja", "zh-cn", "ko"):
-            listed = subprocess.run(["fc-list", f":lang={lang}", "family"], env=env,
-                                    capture_output=True, text=True, check=True).stdout
-            assert listed.strip() == "", f"fonts for {lang} still visible: {listed}"
-    return env
 
 
 def render(svg: str, directory: Path, env: dict[str, str], name: str = "board") -> Image.Image:

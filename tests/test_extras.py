@@ -1,8 +1,8 @@
 """bookgen without its extras: the core commands work, the others say which extra they need.
 
 The command line runs in a fresh interpreter whose ``sitecustomize`` (first on
-PYTHONPATH, so worker processes get it too) makes torch, onnx, onnxruntime and
-matplotlib impossible to import, as on a ``pip install bookgen`` without
+PYTHONPATH, so worker processes get it too) makes torch, onnx, onnxruntime,
+matplotlib, starlette and uvicorn impossible to import, as on a ``pip install bookgen`` without
 extras. With the built-in evaluator and players, the core commands succeed
 and never even try to import one of them; the commands that need an extra
 print one line naming it and exit 2.
@@ -18,7 +18,7 @@ import pytest
 
 from conftest import PYTHON
 
-BLOCKED = ("torch", "onnx", "onnxruntime", "matplotlib")
+BLOCKED = ("torch", "onnx", "onnxruntime", "matplotlib", "starlette", "uvicorn")
 
 SITECUSTOMIZE = f"""
 import os
@@ -139,6 +139,8 @@ NN = "pip install 'bookgen[nn]'"
      f"the torch:model.pt evaluator needs torch, which is not installed: {NN}"),
     (("report", "results.sqlite", "-o", "report.html"),
      "report needs matplotlib, which is not installed: pip install 'bookgen[report]'"),
+    (("serve", "-b", "book.sqlite", "--port", "0"),
+     "serve needs starlette, which is not installed: pip install 'bookgen[serve]'"),
 ])
 def test_a_missing_extra_is_one_line(bare: Bare, args: tuple[str, ...], message: str) -> None:
     for name in ("model.pt", "model.onnx", "data.hcpe"):

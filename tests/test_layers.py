@@ -36,6 +36,8 @@ CORE_LAYERS: dict[str, tuple[str, ...]] = {
     "engines": ("foundation", "workers", "play", "formats", "store"),
     "game loop": ("foundation", "workers", "play", "formats", "store", "engines"),
     "bookfiles": ("foundation", "workers", "play", "formats", "store", "engines"),
+    # bookgen serve's explorer: reads the book through the store, draws with the foundation
+    "explore": ("foundation", "workers", "play", "store"),
 }
 # Modules whose layer is not their package's: the game loop asks the engines' players,
 # while the rest of bookgen.play (rules, clocks) lies below the engines.

@@ -59,6 +59,15 @@ def test_the_wheel_holds_exactly_the_checkouts_modules(tmp_path):
         for path in (ROOT / folder).rglob("*.py"):
             expected.add("/".join([*package.split("."),
                                    *path.relative_to(ROOT / folder).parts]))
+    # package data: the explorer's script and style sheet (bookgen serve)
+    for package, patterns in tomllib.loads((ROOT / "pyproject.toml").read_text())[
+            "tool"]["setuptools"]["package-data"].items():
+        folder = ROOT / package.replace(".", "/")
+        for pattern in patterns:
+            for path in folder.glob(pattern):
+                expected.add("/".join([*package.split("."), *path.relative_to(folder).parts]))
+    assert {"bookgen/explore/static/explorer.js", "bookgen/explore/static/explorer.css"
+            } <= expected
     assert shipped == expected
 
 

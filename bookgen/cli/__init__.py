@@ -1,7 +1,7 @@
 """The ``bookgen`` command line: a thin layer over the library functions.
 
 One module per stage: :mod:`~bookgen.cli.store` (import, export, merge,
-stats, show), :mod:`~bookgen.cli.grow`, :mod:`~bookgen.cli.refine` (the
+stats, show, serve), :mod:`~bookgen.cli.grow`, :mod:`~bookgen.cli.refine` (the
 ``refine`` group), :mod:`~bookgen.cli.curriculum` (starts, selfplay, train),
 :mod:`~bookgen.cli.measure` (suite, match, rate, sprt, outcomes, report) and
 :mod:`~bookgen.cli.model`, with the shared options in
@@ -41,6 +41,7 @@ from bookgen.cli.store import (
     export_command,
     import_command,
     merge_command,
+    serve_command,
     show_command,
     stats_command,
 )
@@ -62,6 +63,7 @@ main.add_command(export_command)
 main.add_command(merge_command)
 main.add_command(stats_command)
 main.add_command(show_command)
+main.add_command(serve_command)
 # grow
 main.add_command(grow_command)
 # refine

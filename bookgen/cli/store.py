@@ -1,9 +1,12 @@
-"""``bookgen import``, ``export``, ``merge``, ``stats`` and ``show``: whole-book operations.
+"""``bookgen import``, ``export``, ``merge``, ``stats``, ``show`` and ``serve``: whole-book
+operations.
 
 Thin layers over :mod:`bookgen.bookfiles.importer`,
 :mod:`bookgen.bookfiles.exporter`, :mod:`bookgen.bookfiles.merge`,
-:mod:`bookgen.bookfiles.stats` and :mod:`bookgen.bookfiles.show`, imported only
-when a command runs.
+:mod:`bookgen.bookfiles.stats`, :mod:`bookgen.bookfiles.show` and the explorer
+(:mod:`bookgen.explore`, which gets the results by opening from
+:mod:`bookgen.analysis.openings` through this layer), imported only when a command
+runs.
 """
 
 from __future__ import annotations
@@ -188,3 +191,45 @@ def merge_command(books: tuple[str, ...], output: str, as_json: bool, wait: bool
         click.echo(f"{output}: +{result.positions_added} positions, +{result.moves_added} "
                    f"moves, {result.moves_updated} moves updated; now "
                    f"{result.positions} positions, {result.moves} moves")
+
+
+@click.command("serve")
+@book_option("The SQLite book to explore (opened read-only; grow and refine may write it "
+             "meanwhile).")
+@click.option("--results", multiple=True, type=click.Path(dir_okay=False),
+              help="A match results file (.sqlite) or PGN: show the results by opening "
+                   "(repeatable).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (127.0.0.1: this machine only).")
+@click.option("--port", type=int, default=8000, show_default=True,
+              help="Port to listen on (0: any free port).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the explorer in a browser.")
+@reports_errors
+def serve_command(book: str, results: tuple[str, ...], host: str, port: int,
+                  open_browser: bool) -> None:
+    """Explore BOOK in a web browser: board, book moves, analyses, mistakes, tree.
+
+    Serves a local web app (plain HTML, no network access needed) until
+    Ctrl-C. The book is opened read-only and never written. Each position
+    has its own URL (?moves=7g7f 3c3d or ?sfen=...), so a link shares it.
+
+    \b
+    Examples:
+      bookgen serve -b book.sqlite --open
+      bookgen serve -b book.sqlite --results match.sqlite --port 8080
+    """
+    from bookgen.explore.settings import ServeSettings
+    from bookgen.extras import require_extra
+
+    for module in ("starlette", "uvicorn"):
+        require_extra(module, "serve", "serve")
+    settings = ServeSettings(host=host, port=port, open_browser=open_browser)
+    from bookgen.analysis.openings import results_by_opening
+    from bookgen.analysis.results import load_games
+    from bookgen.explore.app import serve
+    from bookgen.explore.view import Explorer
+
+    openings = results_by_opening(load_games(results)) if results else []
+    with Explorer(book) as explorer:
+        serve(explorer, settings, openings, results, on_ready=lambda url: click.echo(
+            f"bookgen serve: {book} (read-only) at {url} (Ctrl-C stops)"))

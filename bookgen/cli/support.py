@@ -34,6 +34,7 @@ FIELD_FLAGS = {
     "book_moves.visit_share_threshold": "--visit-threshold",
     "book_moves.win_rate_cutoff": "--cutoff",
     "scan_workers": "--workers",
+    "open_browser": "--open",
     "apery_roots": "--roots",
     "apery_max_gap_plies": "--max-gap",
     "parser_workers": "--workers",

@@ -143,7 +143,7 @@ def _clean_wal(path: Path) -> bool:
         return True
 
 
-def readonly_uris(path: str | os.PathLike[str]) -> list[str]:
+def readonly_uris(path: str | os.PathLike[str], strict: bool = False) -> list[str]:
     """SQLite URIs that read ``path`` without changing it, best first.
 
     A writable file in a writable directory: ``mode=rw`` (used read-only, so
@@ -152,20 +152,30 @@ def readonly_uris(path: str | os.PathLike[str]) -> list[str]:
     ``immutable=1`` when its write-ahead log is empty or absent (SQLite then
     needs no ``-shm`` file and creates nothing), else ``mode=ro`` to read
     the log.
+
+    ``strict``: never ``mode=rw``, but ``mode=ro`` first (a reader that stays open
+    while writers commit, and never writes the file, not even a checkpoint when
+    it closes; it may leave the ``-wal``/``-shm`` files, which the next writer
+    folds in).
     """
     path = Path(path)
     uri = path.resolve().as_uri()
-    uris = [uri + "?mode=rw"] if unwritable_reason(path) is None else []
+    if strict:
+        uris = [uri + "?mode=ro"]
+    else:
+        uris = [uri + "?mode=rw"] if unwritable_reason(path) is None else []
     uris.append(uri + ("?mode=ro&immutable=1" if _clean_wal(path) else "?mode=ro"))
     return uris
 
 
-def connect_readonly(path: str | os.PathLike[str], **options: Any) -> Connection:
+def connect_readonly(path: str | os.PathLike[str], strict: bool = False,
+                     **options: Any) -> Connection:
     """A ``query_only`` connection that never changes ``path`` and, once
-    closed, leaves no ``-wal``/``-shm`` files behind (see :func:`readonly_uris`)."""
+    closed, leaves no ``-wal``/``-shm`` files behind (see :func:`readonly_uris`;
+    ``strict``: opened ``mode=ro``, which may leave them)."""
     path = Path(path)
     options = {"isolation_level": None, "check_same_thread": False, **options}
-    *preferred, last = readonly_uris(path)
+    *preferred, last = readonly_uris(path, strict)
     for uri in preferred:
         try:
             conn = connect(path, uri, **options)

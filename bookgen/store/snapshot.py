@@ -18,8 +18,12 @@ from bookgen.store.schema import SCHEMA_VERSION
 __all__ = ["open_book_snapshot"]
 
 
-def open_book_snapshot(path: Path) -> sqlite3.Connection:
+def open_book_snapshot(path: Path, strict: bool = False) -> sqlite3.Connection:
     """A read-only connection to the book at ``path``, after checking it is one.
+
+    ``strict`` opens it ``mode=ro`` (``bookgen serve``: a reader that stays open
+    while ``grow`` or ``refine`` write, and never writes the file, not even a
+    checkpoint; see :func:`bookgen.store.connection.readonly_uris`).
 
     The book is opened with :func:`bookgen.store.connection.connect_readonly`
     rather than through :class:`bookgen.store.Book`, whose read-only open still
@@ -32,7 +36,7 @@ def open_book_snapshot(path: Path) -> sqlite3.Connection:
         if not handle.read(16).startswith(b"SQLite format 3"):
             raise BookgenError(f"{path}: not a readable SQLite book (not an SQLite file)")
     try:
-        conn = connect_readonly(path)
+        conn = connect_readonly(path, strict=strict)
     except StorageError as error:
         raise BookgenError(f"{path}: not a readable SQLite book ({error.detail or error})"
                            ) from None
