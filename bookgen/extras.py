@@ -1,12 +1,13 @@
 """Optional dependencies (extras) and the one-line error when one is missing.
 
 ``pip install bookgen`` installs what the built-in evaluator, USI engines,
-``grow``, ``refine``, ``starts``, ``suite``, ``match`` and ``rate`` need. Two
-extras add the rest (``bookgen[all]`` is both):
+``grow``, ``refine``, ``starts``, ``suite``, ``match`` and ``rate`` need. Three
+extras add the rest (``bookgen[all]`` is all of them):
 
 - ``nn``: torch, onnx and onnxruntime, for the network evaluators
   (``torch:PATH``, ``onnx:PATH``), ``bookgen model`` and ``bookgen train``;
-- ``report``: matplotlib, for ``bookgen report``.
+- ``report``: matplotlib, for ``bookgen report``;
+- ``ray``: Ray, for ``--cluster`` (:mod:`bookgen.workers.cluster`).
 
 Code that needs one calls :func:`require_extra` before importing it.
 """
@@ -20,7 +21,7 @@ from bookgen.errors import BookgenError
 __all__ = ["EXTRAS", "MissingExtra", "require_extra"]
 
 # extra -> the modules it provides
-EXTRAS = {"nn": ("torch", "onnx", "onnxruntime"), "report": ("matplotlib",)}
+EXTRAS = {"nn": ("torch", "onnx", "onnxruntime"), "report": ("matplotlib",), "ray": ("ray",)}
 
 
 class MissingExtra(BookgenError):
