@@ -470,7 +470,8 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
     workers = min(settings.concurrency, max(1, len(todo)))
     runner: TaskRunner[GameTask, FinishedGame]
     if settings.cluster is not None:
-        runner = RayRunner(settings.cluster, _worker_play, _worker_init, (specs, settings))
+        runner = RayRunner(settings.cluster, _worker_play, _worker_init, (specs, settings),
+                           most=len(todo))
     elif workers == 1:
         players = _Players(specs)
         runner = LocalRunner(lambda task: play_task(task, players.for_task(task), settings),

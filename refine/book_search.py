@@ -139,6 +139,11 @@ def _worker_analyse(task: tuple[int, str]) -> AnalysisRecord:
     return analyse_position(_worker["evaluator"], *task)
 
 
+def _lost_position(task: tuple[int, str], why: str) -> AnalysisRecord:
+    """A position whose cluster worker kept dying: failed (a later run tries it again)."""
+    return AnalysisRecord(task[0], False, error=why)
+
+
 def select_positions(index: BookIndex, selection: PositionSelection) -> list[int]:
     """The ids of the positions a selection names (see the module docstring), in the
     order they will be searched."""
@@ -251,7 +256,8 @@ def search(book: str | Path = DEFAULT_BOOK, settings: SearchSettings | None = No
             else:
                 if settings.cluster is not None:
                     backend = RayRunner(settings.cluster, _worker_analyse, _worker_init,
-                                        (engine,), queued_per_worker=2)
+                                        (engine,), queued_per_worker=2,
+                                        on_lost=_lost_position, most=len(todo))
                 elif workers > 1 and len(todo) > 1:
                     assert analyser is not None
                     analyser.close()

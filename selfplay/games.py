@@ -462,7 +462,8 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
         if settings.cluster is not None:
             # (the workers start the players: the driver may not have the engine)
             runner = RayRunner(settings.cluster, _worker_play, _worker_init,
-                               (black_config, white_config, start_records, game_settings))
+                               (black_config, white_config, start_records, game_settings),
+                               most=games)
         elif workers == 1:
             players = open_players(black_config, white_config)
             runner = LocalRunner(

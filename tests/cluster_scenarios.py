@@ -106,6 +106,50 @@ def _descends(pid: int, ancestor: int) -> bool:
     return False
 
 
+def _poisoned(task: int) -> int:
+    """A task function whose negative tasks kill their actor's process."""
+    if task < 0:
+        os._exit(3)
+    return task
+
+
+def _nothing() -> None:
+    pass
+
+
+def runner_scenarios(s: Scenarios) -> None:
+    """The runner itself, driven from this process: a task that kills every actor it
+    is given, among tasks that do not."""
+    import ray
+
+    from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
+
+    ray.init(address=s.address, logging_level="ERROR", log_to_driver=False)
+    try:
+        runner: RayRunner[int, object] = RayRunner(
+            ClusterSettings(s.address, workers=2), _poisoned, _nothing, (),
+            on_lost=lambda task, why: ["lost", task, why])
+        tasks = [0, 1, 2, -1, 3, 4, 5, 6]
+        for task in tasks:
+            runner.submit(task)
+        results: list[object] = []
+        while len(results) < len(tasks):
+            results += runner.collect()
+        runner.close()
+        s.report["poisoned_skipped"] = {"results": results, "replaced": runner.replaced}
+        runner = RayRunner(ClusterSettings(s.address, workers=2), _poisoned, _nothing, ())
+        runner.submit(-1)
+        try:
+            runner.collect()
+            error = ""
+        except WorkerLost as lost:
+            error = str(lost)
+        runner.terminate()
+        s.report["poisoned_raised"] = error
+    finally:
+        ray.shutdown()
+
+
 def main() -> None:
     folder = Path(sys.argv[1]).resolve()
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -173,6 +217,7 @@ def scenarios(s: Scenarios, cluster: object) -> None:
         s.run(f"mistakes_{name}", "refine", "mistakes", "-b", book, "--iterate",
               "--max-iterations", "1", "--expand", "2", "--playouts", "20", "--threshold", "0",
               "--diff", "20", "--workers", "1", "--json", cluster=name == "cluster")
+    runner_scenarios(s)
     # an actor killed while the driver waits at its second recorded search
     book = "killed-actor.sqlite"
     (s.folder / book).write_bytes((s.folder / "grow-local.sqlite").read_bytes())

@@ -25,7 +25,7 @@ import pytest
 
 from bookcheck import analysis_mismatches, expansion_mismatches, inconsistencies, repeated_analyses
 from bookgen.errors import SettingsError
-from bookgen.workers.cluster import ClusterSettings, parse_worker_resources
+from bookgen.workers.cluster import MAX_ATTEMPTS, ClusterSettings, parse_worker_resources
 from conftest import PYTHON, ROOT, dump_book, integrity_ok, run_cli
 
 SCENARIOS = ROOT / "tests" / "cluster_scenarios.py"
@@ -177,6 +177,19 @@ def test_a_killed_actor_is_replaced_and_its_tasks_resubmitted(ran: Ran) -> None:
     path = ran.path("killed-actor.sqlite")
     assert repeated_analyses(path) == [] and analysis_mismatches(path) == []
     assert (_rows(path, ANALYSES) == _rows(ran.path("search-local.sqlite"), ANALYSES))
+
+
+def test_a_task_that_kills_its_actors_is_given_up_after_three(ran: Ran) -> None:
+    """The other tasks come back once each; the poisoned one is the stage's failure
+    (refine search: a failed position) or an error naming it."""
+    skipped = ran["poisoned_skipped"]
+    numbers = sorted(r for r in skipped["results"] if isinstance(r, int))
+    lost = [r for r in skipped["results"] if not isinstance(r, int)]
+    assert numbers == [0, 1, 2, 3, 4, 5, 6]
+    assert len(lost) == 1 and lost[0][:2] == ["lost", -1]
+    assert lost[0][2].startswith(f"its worker was lost {MAX_ATTEMPTS} times")
+    assert skipped["replaced"] == MAX_ATTEMPTS
+    assert ran["poisoned_raised"].startswith(f"task -1 lost its worker {MAX_ATTEMPTS} times")
 
 
 def test_ctrl_c_stops_the_driver_and_its_actors(ran: Ran) -> None:

@@ -14,10 +14,13 @@ Faults: an actor that dies (its process killed, out of memory, its node gone)
 is replaced by a new one (placed wherever the cluster has room; it waits for
 room when none is left) and the tasks it held go back to the front of the
 queue. Its results never come back, so no task's result is returned twice,
-and none is lost: a task that lost its actor :data:`MAX_ATTEMPTS` times is
-reported as :class:`WorkerLost` (a :class:`~bookgen.workers.pool.BrokenProcessPool`,
-what a dead local worker raises). An exception raised by the initializer or
-by a task is raised here as it was raised there, as with local workers.
+and none is lost. A task that lost its actor :data:`MAX_ATTEMPTS` times is
+given up: its result is then ``on_lost(task, why)`` when the stage can record
+a failure (refine search: a failed position, tried again by a later run), else
+the runner raises :class:`WorkerLost` (a
+:class:`~bookgen.workers.pool.BrokenProcessPool`, what a dead local worker
+raises). An exception raised by the initializer or by a task is raised here
+as it was raised there, as with local workers.
 
 Ray is the optional extra ``bookgen[ray]``: it is imported only when a runner
 is made (:func:`bookgen.extras.require_extra` names the extra when it is
@@ -215,18 +218,25 @@ class _Slot:
 class RayRunner(Generic[T, R]):
     """Tasks run by ``function`` (a module-level function) in Ray actors, each of which
     ran ``initializer(*initargs)`` once; ``queued_per_worker`` tasks are given to an
-    actor at once (queued ones hide the round trip)."""
+    actor at once (queued ones hide the round trip). ``on_lost(task, why)``: the
+    result of a task given up (see the module docstring; None: raise WorkerLost).
+    ``most``: no more actors than this (a run of 3 tasks needs no 100 actors)."""
 
     def __init__(self, cluster: ClusterSettings, function: Callable[[T], R],
                  initializer: Callable[..., None], initargs: tuple[Any, ...],
-                 queued_per_worker: int = 1) -> None:
+                 queued_per_worker: int = 1,
+                 on_lost: Callable[[T, str], R] | None = None,
+                 most: int | None = None) -> None:
         self.ray = _ray()
         self.cluster = cluster
+        self.on_lost = on_lost
         self.queued_per_worker = queued_per_worker
         self.owns_connection = connect(cluster.address)
         self.exceptions = importlib.import_module("ray.exceptions")
         try:
             self.workers = cluster.workers or self._fitting()
+            if most is not None:
+                self.workers = max(1, min(self.workers, most))
             self.actor_class = self.ray.remote(_Worker).options(
                 max_restarts=0, max_task_retries=0, **cluster.actor_options())
             # (the initargs go to the object store once, not once per actor)
@@ -336,11 +346,17 @@ class RayRunner(Generic[T, R]):
             raise _cause(error) from None
         except self.exceptions.RayError:   # its actor died (process, memory, node)
             self.attempts[task_id] = self.attempts.get(task_id, 0) + 1
-            if self.attempts[task_id] >= MAX_ATTEMPTS:
+            if self.attempts[task_id] < MAX_ATTEMPTS:
+                self.queue.appendleft(task_id)
+            elif self.on_lost is None:
                 raise WorkerLost(f"task {self.tasks[task_id]!r} lost its worker "
                                  f"{MAX_ATTEMPTS} times; the last time: "
                                  f"{_first_line(self.exceptions, ref, self.ray)}") from None
-            self.queue.appendleft(task_id)
+            else:
+                why = (f"its worker was lost {MAX_ATTEMPTS} times; the last time: "
+                       f"{_first_line(self.exceptions, ref, self.ray)}")
+                results.append(self.on_lost(self.tasks.pop(task_id), why))
+                del self.attempts[task_id]
             if slot in self.slots:
                 self._lost(slot)
             return
