@@ -2,8 +2,10 @@
 real two-node Ray cluster (``ray.cluster_utils.Cluster``, one CPU per node).
 
 Run as ``python tests/cluster_scenarios.py DIR`` inside a private network
-namespace whose only interface is loopback (test_cluster.py starts it under
-``unshare -n``): Ray binds 127.0.0.1 and can reach nothing else. Every
+namespace whose only interface is loopback, and a private process namespace
+whose first process it is (test_cluster.py starts it under ``unshare --net
+--pid``): Ray binds 127.0.0.1 and can reach nothing else, and every process
+of the cluster dies with this one, however it ends. Every
 command is the real ``bookgen`` command line in a process of its own, a driver
 that connects to the cluster with ``--cluster ADDRESS``; the local runs it is
 compared with are the same commands without ``--cluster``. What each scenario
@@ -95,7 +97,7 @@ def actor_pids() -> list[int]:
 
 
 def _descends(pid: int, ancestor: int) -> bool:
-    while pid > 1:
+    while pid > 0:
         if pid == ancestor:
             return True
         try:

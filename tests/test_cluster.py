@@ -3,8 +3,10 @@ two-node Ray cluster (``--cluster``, :mod:`bookgen.workers.cluster`).
 
 The cluster (``ray.cluster_utils.Cluster``, two nodes of one CPU each) lives
 in one process, tests/cluster_scenarios.py, started inside a private network
-namespace whose only interface is loopback (``unshare -n``; the tests run as
-root, as CI does): Ray binds 127.0.0.1 and can send nothing anywhere else.
+namespace whose only interface is loopback (``unshare --net``; the tests run
+as root, as CI does): Ray binds 127.0.0.1 and can send nothing anywhere else.
+It is also the first process of a private process namespace, so that no Ray
+process outlives it.
 That process runs every scenario once (the cluster starts once) as real
 ``bookgen`` commands, each a driver of its own, and leaves their books,
 results and outputs here; each test below compares them with the same
@@ -30,6 +32,9 @@ from conftest import PYTHON, ROOT, dump_book, integrity_ok, run_cli
 
 SCENARIOS = ROOT / "tests" / "cluster_scenarios.py"
 
+# The scenarios take 1-2 minutes on a loaded 2-core machine; the first test waits for them.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
 
 class Ran:
     def __init__(self, folder: Path) -> None:
@@ -53,9 +58,12 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     folder = tmp_path_factory.mktemp("cluster")
     unshare, ip = shutil.which("unshare"), shutil.which("ip")
     assert unshare and ip, "the cluster tests need unshare (util-linux) and ip (iproute2)"
+    # A network namespace with loopback only; a process namespace whose first process
+    # is the scenarios' (sh execs it): when it ends, or the test kills unshare
+    # (--kill-child), the kernel kills every Ray process left in it.
     proc = subprocess.run(
-        [unshare, "--net", "sh", "-c", f'{ip} link set lo up && exec "$0" "$@"', PYTHON,
-         str(SCENARIOS), str(folder)],
+        [unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c",
+         f'{ip} link set lo up && exec "$0" "$@"', PYTHON, str(SCENARIOS), str(folder)],
         capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}"
     return Ran(folder)
