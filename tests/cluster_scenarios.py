@@ -180,6 +180,9 @@ def scenarios(s: Scenarios, cluster: object) -> None:
     s.run("grow_local", *grow, "-b", "grow-local.sqlite", cluster=False)
     s.run("grow_cluster_1", *grow, "-b", "grow-cluster-1.sqlite", "--workers", "1")
     s.run("grow_cluster_2", *grow, "-b", "grow-cluster-2.sqlite")
+    # --cluster local: a throw-away instance of its own (not the cluster running here)
+    s.run("grow_local_instance", *grow, "-b", "grow-local-instance.sqlite", "--workers", "1",
+          "--cluster", "local", cluster=False)
     # grow with fairy-stockfish, on nodes that have it (a custom resource)
     fsf = ("grow", "--evaluator", f"usi:{FSF}", "--engine-option", "Threads=1",
            "--engine-option", "USI_Hash=16", "--nodes", "3000", "--multipv", "4",

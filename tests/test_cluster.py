@@ -104,6 +104,15 @@ def test_grow_builtin_with_one_actor_grows_the_local_book(ran: Ran) -> None:
     assert "cluster" not in json.loads(a["runs"][0][2])
 
 
+def test_cluster_local_grows_the_local_book(ran: Ran) -> None:
+    local, instance = ran.json("grow_local"), ran.json("grow_local_instance")
+    assert instance["status"] == "done" and instance["expansions"] == local["expansions"]
+    a = dump_book(ran.path("grow-local.sqlite"))
+    b = dump_book(ran.path("grow-local-instance.sqlite"))
+    assert a["positions"] == b["positions"] and a["moves"] == b["moves"]
+    assert json.loads(b["runs"][0][2])["cluster"]["address"] == "local"
+
+
 def test_grow_builtin_with_two_actors_exhausts_the_tree(ran: Ran) -> None:
     summary = ran.json("grow_cluster_2")
     assert summary["status"] == "done" and summary["stop_reason"] == "nothing left to expand"

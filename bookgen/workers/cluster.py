@@ -162,8 +162,9 @@ def connect(address: str) -> bool:
         pass
     quiet: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
     try:
-        if address == "local":
-            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
+        if address == "local":   # a new instance, even where a cluster runs already
+            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+                     **quiet)
         else:
             ray.init(address=address, **quiet)
     except (ConnectionError, ValueError, RuntimeError) as error:
