@@ -280,3 +280,10 @@ def test_the_flags_say_what_is_wrong_in_one_line(tmp_path: Path) -> None:
                      expect=2)
     assert result.stderr.count("\n") == 1 and "--worker-resources" in result.stderr
     assert not book.exists()
+    openings = tmp_path / "openings.txt"
+    openings.write_text("startpos\n")
+    result = run_cli("match", "--builtin", "a", "--builtin", "b", "--openings", openings,
+                     "--concurrency", "0", "--cluster", "auto", "-o", tmp_path / "r.sqlite",
+                     expect=2)
+    assert result.stderr == "bookgen: error: --concurrency must be at least 1\n"
+    assert not (tmp_path / "r.sqlite").exists()

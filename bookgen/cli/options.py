@@ -15,7 +15,7 @@ import click
 from click.core import ParameterSource
 
 from bookgen.engines.factory import batch_size_help
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.store import DEFAULT_BOOK
 
 if TYPE_CHECKING:
@@ -151,4 +151,9 @@ def cluster_settings(address: str | None, worker_resources: tuple[str, ...],
     workers = None
     if context.get_parameter_source(workers_param) is not ParameterSource.DEFAULT:
         workers = context.params[workers_param]
-    return ClusterSettings(address, parse_worker_resources(worker_resources), workers)
+    try:
+        return ClusterSettings(address, parse_worker_resources(worker_resources), workers)
+    except SettingsError as error:
+        if error.field == "cluster.workers":  # the command's own flag (match: --concurrency)
+            raise SettingsError(workers_param, error.message) from None
+        raise
