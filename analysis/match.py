@@ -55,6 +55,7 @@ from bookgen.play.rules import Result
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
+from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
@@ -102,6 +103,7 @@ class MatchSettings:
     pgn: str | Path | None = None
     csa_dir: str | Path | None = None
     sprt: SprtTest | None = None
+    cluster: ClusterSettings | None = None   # games in the actors of a Ray cluster
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -467,7 +469,10 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
     start = time.perf_counter()
     workers = min(settings.concurrency, max(1, len(todo)))
     runner: TaskRunner[GameTask, FinishedGame]
-    if workers == 1:
+    if settings.cluster is not None:
+        runner = RayRunner(settings.cluster, _worker_play, _worker_init, (specs, settings),
+                           most=len(todo))
+    elif workers == 1:
         players = _Players(specs)
         runner = LocalRunner(lambda task: play_task(task, players.for_task(task), settings),
                              players.close)
@@ -488,6 +493,8 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
                     break
                 try:
                     finished = collect_or_abandon(runner, stop)
+                except WorkerLost as error:
+                    raise BookgenError(f"a match worker died: {error}") from None
                 except BrokenProcessPool:
                     raise BookgenError("a match worker process died") from None
                 if finished is None:  # Ctrl-C: the games in flight are abandoned
@@ -508,7 +515,8 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
                     reasons[record.reason] += 1
                     colours[record.result] += 1
                     bar.update(1)
-                    bar.set_postfix_str(_score_line(points, played), refresh=False)
+                    bar.set_postfix_str(f"{_score_line(points, played)}, workers="
+                                        f"{runner.live_workers()}", refresh=False)
                     if stop_when is not None and summary.stopped_by is None:
                         verdict = stop_when(match_games)
                         if verdict is not None:

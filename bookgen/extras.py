@@ -2,12 +2,13 @@
 
 ``pip install bookgen`` installs what the built-in evaluator, USI engines,
 ``grow``, ``refine``, ``starts``, ``suite``, ``match`` and ``rate`` need. Three
-extras add the rest (``bookgen[all]`` is all three):
+extras add the rest (``bookgen[all]`` is all of them):
 
 - ``nn``: torch, onnx and onnxruntime, for the network evaluators
   (``torch:PATH``, ``onnx:PATH``), ``bookgen model`` and ``bookgen train``;
 - ``report``: matplotlib, for ``bookgen report``;
 - ``serve``: starlette and uvicorn, for ``bookgen serve`` (the book explorer).
+- ``ray``: Ray, for ``--cluster`` (:mod:`bookgen.workers.cluster`).
 
 Code that needs one calls :func:`require_extra` before importing it.
 """
@@ -22,7 +23,7 @@ __all__ = ["EXTRAS", "MissingExtra", "require_extra"]
 
 # extra -> the modules it provides
 EXTRAS = {"nn": ("torch", "onnx", "onnxruntime"), "report": ("matplotlib",),
-          "serve": ("starlette", "uvicorn")}
+          "serve": ("starlette", "uvicorn"), "ray": ("ray",)}
 
 
 class MissingExtra(BookgenError):

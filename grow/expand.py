@@ -4,9 +4,9 @@ With an evaluator that only scores positions (built-in, networks) the leaf
 search is MCTS and dlshogi's rule picks the book moves. With an evaluator that
 searches by itself (a USI engine's MultiPV analysis) its lines are used
 directly: moves within the cutoff of the best line, count from its priors.
-:func:`make_backend` runs :func:`expand_position` in this process or in
-workers, each with its own evaluator; a distributed backend would implement
-the same :data:`ExpansionBackend` interface
+:func:`make_backend` runs :func:`expand_position` in this process, in
+worker processes or in the actors of a Ray cluster, each with its own
+evaluator, behind one :data:`ExpansionBackend` interface
 (:class:`bookgen.workers.pool.TaskRunner`).
 """
 
@@ -25,6 +25,7 @@ from bookgen.engines.protocols import Evaluation, Evaluator, EvaluatorBase
 from bookgen.grow.book_moves import BookMoveChoice, choices_from_lines, select_book_moves
 from bookgen.grow.settings import BookMoveRule
 from bookgen.values import MATE_VALUE, value_to_cp
+from bookgen.workers.cluster import ClusterSettings, RayRunner
 from bookgen.workers.pool import LocalRunner, PoolRunner, TaskRunner
 
 ExpansionSettings = tuple[MctsSettings, BookMoveRule]
@@ -102,9 +103,12 @@ def _worker_expand(sfen: str) -> ExpansionResult:
 
 
 def make_backend(spec: str, options: dict[str, Any], settings: ExpansionSettings,
-                 workers: int) -> ExpansionBackend:
+                 workers: int, cluster: ClusterSettings | None = None) -> ExpansionBackend:
     """Expansions in this process (``workers`` 1), or in ``workers`` processes
-    each with its own evaluator (engine or model)."""
+    each with its own evaluator (engine or model), or in the actors of a Ray
+    ``cluster`` (each with its own evaluator too)."""
+    if cluster is not None:
+        return RayRunner(cluster, _worker_expand, _worker_init, (spec, options, settings))
     if workers <= 1:
         evaluator = make_evaluator(spec, **options)
         return LocalRunner(lambda sfen: expand_position(evaluator, sfen, settings),

@@ -32,6 +32,7 @@ from bookgen.signals import RunStop, fault_point, stop_on_interrupt
 from bookgen.store import DEFAULT_BOOK, Book
 from bookgen.store.lock import writing
 from bookgen.store.runs import mark_dead_runs
+from bookgen.workers.pool import BrokenProcessPool
 from bookgen.workers.runcontrol import (
     collect_or_abandon,
     in_flight,
@@ -78,16 +79,18 @@ def grow(book: str | Path = DEFAULT_BOOK, settings: GrowSettings | None = None, 
     book, wait for it instead of raising :class:`bookgen.store.lock.BookLocked`."""
     settings = settings if settings is not None else GrowSettings()
     evaluator = settings.evaluator.spec
-    options = settings.evaluator.options_for(settings.workers)
+    options = settings.evaluator_options()
     params = settings.params()
     root_boards = settings.roots.boards() or [cshogi.Board(STARTPOS_SFEN + " 1")]
     budget = settings.budget
 
     # The writer lock first (a second writer is refused before any engine
-    # starts), then a bad evaluator fails before the book is touched.
+    # starts), then a bad evaluator fails before the book is touched (on a
+    # cluster, the driver may not have the engine or the GPU: the workers say).
     with writing(book, wait=wait):
         try:
-            make_evaluator(evaluator, **options).close()
+            if settings.cluster is None:
+                make_evaluator(evaluator, **options).close()
         except EvaluatorError as error:
             raise BookgenError(f"evaluator {evaluator}: {error}") from None
         store = Book(book, wait=wait)
@@ -106,7 +109,7 @@ def grow(book: str | Path = DEFAULT_BOOK, settings: GrowSettings | None = None, 
             walker = make_strategy(settings.strategy, graph, root_boards, settings.walk,
                                    random.Random(settings.seed))
             backend = make_backend(evaluator, options, (settings.mcts, settings.book_moves),
-                                   settings.workers)
+                                   settings.workers, settings.cluster)
             with stop_on_interrupt() as stop:
                 status = _run(store, graph, walker, backend, summary, stop, budget.trials,
                               budget.positions, budget.seconds_s, progress)
@@ -117,6 +120,9 @@ def grow(book: str | Path = DEFAULT_BOOK, settings: GrowSettings | None = None, 
         except EvaluatorError as error:
             summary.stop_reason = f"evaluator failed: {error}"
             raise BookgenError(f"evaluator {evaluator}: {error}") from None
+        except BrokenProcessPool as error:
+            summary.stop_reason = f"a worker died: {error}"
+            raise BookgenError(f"grow: {summary.stop_reason}") from None
         finally:
             # A Ctrl-C now waits for these last steps (seconds: engines that do not
             # quit are killed after their grace), so that the run's row is written.
@@ -194,7 +200,8 @@ def _run(store: Book, graph: GrowGraph, walker: Any, backend: Any, summary: Grow
                 _record(store, graph, result, pending.pop(result.sfen.rsplit(" ", 1)[0], None),
                         summary)
                 bar.update(1)
-                bar.set_postfix(book=len(graph.nodes), refresh=False)
+                bar.set_postfix(book=len(graph.nodes), workers=backend.live_workers(),
+                                refresh=False)
             summary.seconds = time.perf_counter() - start
             if store.interrupted:  # Ctrl-C arrived during a commit
                 stop.interrupt()

@@ -23,6 +23,7 @@ from bookgen.engines.spec import parse_spec
 from bookgen.errors import BookgenError, SettingsError, at_least
 from bookgen.formats.positions import Roots
 from bookgen.values import EVAL_COEF
+from bookgen.workers.cluster import ClusterSettings
 
 __all__ = ["COLORS", "STRATEGIES", "BookMoveRule", "EvaluatorSettings", "GrowBudget",
            "GrowSettings", "WalkSettings"]
@@ -53,6 +54,14 @@ class EvaluatorSettings:
         options = dict(self.options)
         if workers > 1 and self.is_network:
             options.setdefault("threads", max(1, (os.cpu_count() or 1) // workers))
+        return options
+
+    def options_on(self, cluster: ClusterSettings) -> dict[str, Any]:
+        """The options of each actor on a Ray ``cluster``: a network evaluator takes
+        the CPUs its actor asked for (``threads``), not the driver's share."""
+        options = dict(self.options)
+        if self.is_network:
+            options.setdefault("threads", max(1, int(cluster.actor_options()["num_cpus"])))
         return options
 
 
@@ -126,6 +135,7 @@ class GrowSettings:
     book_moves: BookMoveRule = field(default_factory=BookMoveRule)
     workers: int = 1
     seed: int = 0
+    cluster: ClusterSettings | None = None   # expansions in the actors of a Ray cluster
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -133,12 +143,18 @@ class GrowSettings:
                                f"(choose from {', '.join(STRATEGIES)})")
         at_least("workers", self.workers)
 
+    def evaluator_options(self) -> dict[str, Any]:
+        """The evaluator's options in each worker (local or on the cluster)."""
+        if self.cluster is not None:
+            return self.evaluator.options_on(self.cluster)
+        return self.evaluator.options_for(self.workers)
+
     def params(self) -> dict[str, Any]:
         """The run's ``runs.params``: the names and values grow has always stored
         (draw values per mille since issue 12)."""
         budget, walk, rule = self.budget, self.walk, self.book_moves
         return {"evaluator": self.evaluator.spec,
-                "evaluator_options": self.evaluator.options_for(self.workers),
+                "evaluator_options": self.evaluator_options(),
                 "strategy": self.strategy, "playouts": self.mcts.playouts,
                 "batch_size": self.mcts.batch_size, "trials": budget.trials,
                 "positions": budget.positions, "seconds": budget.seconds_s,
@@ -148,4 +164,5 @@ class GrowSettings:
                 "draw_value_black": self.mcts.draws.black,
                 "draw_value_white": self.mcts.draws.white,
                 "visit_threshold": rule.visit_share_threshold, "cutoff": rule.win_rate_cutoff,
-                "min_visits": rule.min_visits, "workers": self.workers, "seed": self.seed}
+                "min_visits": rule.min_visits, "workers": self.workers, "seed": self.seed,
+                **({"cluster": self.cluster.params()} if self.cluster is not None else {})}

@@ -63,6 +63,7 @@ from bookgen.store.index import BookIndex
 from bookgen.store.lock import writing
 from bookgen.store.runs import analysed_positions, mark_dead_runs
 from bookgen.timestamps import utc_now
+from bookgen.workers.cluster import RayRunner
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner
 from bookgen.workers.runcontrol import (
     collect_or_abandon,
@@ -138,6 +139,11 @@ def _worker_analyse(task: tuple[int, str]) -> AnalysisRecord:
     return analyse_position(_worker["evaluator"], *task)
 
 
+def _lost_position(task: tuple[int, str], why: str) -> AnalysisRecord:
+    """A position whose cluster worker kept dying: failed (a later run tries it again)."""
+    return AnalysisRecord(task[0], False, error=why)
+
+
 def select_positions(index: BookIndex, selection: PositionSelection) -> list[int]:
     """The ids of the positions a selection names (see the module docstring), in the
     order they will be searched."""
@@ -211,11 +217,13 @@ def search(book: str | Path = DEFAULT_BOOK, settings: SearchSettings | None = No
     # touched.
     with writing(path, wait=wait):
         analyser: Evaluator | None  # None once handed over to the backend
-        analyser = open_analyser(engine)
+        # (on a cluster, the workers start the engines: the driver may not have it)
+        analyser = open_analyser(engine) if settings.cluster is None else None
         try:
             store = Book(path, create=False, wait=wait)
         except BaseException:
-            analyser.close()
+            if analyser is not None:
+                analyser.close()
             raise
     backend: Any = None
     try:
@@ -246,7 +254,12 @@ def search(book: str | Path = DEFAULT_BOOK, settings: SearchSettings | None = No
             if not todo:
                 status, summary.stop_reason = "done", "nothing to analyse"
             else:
-                if workers > 1 and len(todo) > 1:
+                if settings.cluster is not None:
+                    backend = RayRunner(settings.cluster, _worker_analyse, _worker_init,
+                                        (engine,), queued_per_worker=2,
+                                        on_lost=_lost_position, most=len(todo))
+                elif workers > 1 and len(todo) > 1:
+                    assert analyser is not None
                     analyser.close()
                     analyser = None
                     # Two positions queued per worker hide the round trip.
@@ -254,6 +267,7 @@ def search(book: str | Path = DEFAULT_BOOK, settings: SearchSettings | None = No
                                          _worker_init, (engine,),
                                          queued_per_worker=2)
                 else:
+                    assert analyser is not None
                     local = analyser
                     backend = LocalRunner(lambda task: analyse_position(local, *task),
                                           local.close)
@@ -332,7 +346,8 @@ def _run(store: Book, index: BookIndex, todo: list[int], backend: Any, summary: 
                 _record(store, summary, result)
                 failures_in_a_row = 0 if result.ok else failures_in_a_row + 1
                 bar.update(1)
-                bar.set_postfix(failed=summary.failed, refresh=False)
+                bar.set_postfix(failed=summary.failed, workers=backend.live_workers(),
+                                refresh=False)
                 limit = MAX_FAILURES_IN_A_ROW if summary.analysed else MAX_FAILURES_AT_START
                 if failures_in_a_row >= limit:
                     raise BookgenError(_broken_engine(summary, result, failures_in_a_row))

@@ -76,6 +76,7 @@ from bookgen.store.runs import (
 )
 from bookgen.timestamps import utc_now
 from bookgen.values import MATE_BOUND, MATE_VALUE
+from bookgen.workers.cluster import connected
 
 __all__ = ["Extender", "Extension", "Mistake", "MistakesSummary", "classify", "find_mistakes",
            "mistakes", "position_line"]
@@ -282,7 +283,8 @@ def mistakes(book: str | Path = DEFAULT_BOOK, settings: MistakesSettings | None 
         summary = MistakesSummary(str(book), run_id, "running", key["engine"], key, settings)
         status = "failed"
         try:
-            with stop_on_interrupt() as stop:
+            cluster = settings.extension.cluster if settings.iterate else None
+            with stop_on_interrupt() as stop, connected(cluster):
                 status = _rounds(store, summary, stop, progress, extender)
         finally:
             summary.status = status
@@ -391,7 +393,8 @@ def _extend(store: Book, summary: MistakesSummary, stop: RunStop, new: list[Mist
     if stop.is_set():
         return "interrupted"
     # The same analysis key, with refine search's default timeout and retries.
-    settings = SearchSettings(EngineSettings.from_key(summary.key), workers=extension.workers)
+    settings = SearchSettings(EngineSettings.from_key(summary.key), workers=extension.workers,
+                              cluster=extension.cluster)
     searched = search(store.path, settings, only=added, progress=progress)
     step["search_run"] = searched.run_id
     step["analysed"] = searched.analysed

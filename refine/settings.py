@@ -25,6 +25,7 @@ from bookgen.errors import BookgenError, SettingsError, at_least
 
 if TYPE_CHECKING:
     from bookgen.engines.settings import EngineSettings
+    from bookgen.workers.cluster import ClusterSettings
 
 __all__ = ["SELECTIONS", "DetectionSettings", "ExtensionSettings", "MistakesSettings",
            "PositionSelection", "SearchSettings"]
@@ -75,12 +76,14 @@ class SearchSettings:
     """Everything a refine search run does (see ``bookgen refine search --help``):
     the ``engine`` (default: the built-in search at depth 4 with a 40,000-node
     budget), the ``selection``, the engine processes (``workers``) and the most
-    positions one run searches (``limit``; None: all)."""
+    positions one run searches (``limit``; None: all); ``cluster``: the engines in
+    the actors of a Ray cluster instead."""
 
     engine: EngineSettings = field(default_factory=_refine_engine)
     selection: PositionSelection = field(default_factory=PositionSelection)
     workers: int = 1
     limit: int | None = None
+    cluster: ClusterSettings | None = None
 
     def __post_init__(self) -> None:
         spec = self.engine.spec
@@ -98,7 +101,8 @@ class SearchSettings:
                 "min_visits": selection.min_visits, "margin": selection.margin_cp,
                 "workers": self.workers, "limit": self.limit,
                 "engine_timeout": engine.timeout_s, "retries": engine.restarts.retries,
-                "only": only}
+                "only": only,
+                **({"cluster": self.cluster.params()} if self.cluster is not None else {})}
 
 
 # --------------------------------------------------------------------------
@@ -138,8 +142,8 @@ class ExtensionSettings:
     ``expand`` positions from each new mistake (one grow run per mistake with
     ``evaluator``, its constructor ``evaluator_options``, ``playouts`` and
     ``batch_size`` per leaf search; None: the evaluator's default), then
-    searching what was added with ``workers`` engine processes. The grow runs'
-    seeds derive from ``seed``."""
+    searching what was added with ``workers`` engine processes (both on a Ray
+    ``cluster`` when given). The grow runs' seeds derive from ``seed``."""
 
     max_iterations: int = 3
     expand: int = 2
@@ -149,6 +153,7 @@ class ExtensionSettings:
     batch_size: int | None = None
     workers: int = 1
     seed: int = 0
+    cluster: ClusterSettings | None = None
 
     def __post_init__(self) -> None:
         if self.evaluator_options is not None:
@@ -190,4 +195,6 @@ class MistakesSettings:
                 "playouts": extension.playouts if iterate else None,
                 "batch_size": extension.mcts_batch_size() if iterate else None,
                 "expand": extension.expand if iterate else None,
-                "workers": extension.workers, "seed": extension.seed}
+                "workers": extension.workers, "seed": extension.seed,
+                **({"cluster": extension.cluster.params()}
+                   if iterate and extension.cluster is not None else {})}

@@ -82,6 +82,7 @@ from bookgen.play.rules import GameState, Outcome, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
 from bookgen.values import clip_score
+from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
@@ -260,6 +261,7 @@ class SelfplaySettings:
     output: SelfplayOutput = field(default_factory=SelfplayOutput)
     workers: int = 1
     seed: int = 0
+    cluster: ClusterSettings | None = None   # games in the actors of a Ray cluster
 
     def __post_init__(self) -> None:
         at_least("games", self.games, 1)
@@ -447,17 +449,24 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
             csa_path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
-    black_config, white_config = settings.players.for_workers(settings.workers)
+    black_config, white_config = settings.players.for_workers(
+        settings.workers if settings.cluster is None else 1)
     game_settings = GameSettings(settings.rules, settings.seed)
     workers = settings.workers
 
     summary = SelfplaySummary(str(output))
     reasons: Counter[str] = Counter()
     start = time.perf_counter()
+    runner: TaskRunner[int, GameRecord]
     try:
-        if workers == 1:
+        if settings.cluster is not None:
+            # (the workers start the players: the driver may not have the engine)
+            runner = RayRunner(settings.cluster, _worker_play, _worker_init,
+                               (black_config, white_config, start_records, game_settings),
+                               most=games)
+        elif workers == 1:
             players = open_players(black_config, white_config)
-            runner: TaskRunner[int, GameRecord] = LocalRunner(
+            runner = LocalRunner(
                 lambda index: play_from_starts(index, start_records, players,
                                                game_settings),
                 lambda: close_players(players.values()))
@@ -492,6 +501,9 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
                     break
                 try:
                     done = collect_or_abandon(runner, stop)
+                except WorkerLost as error:
+                    failure = BookgenError(f"a self-play worker died: {error}")
+                    break
                 except BrokenProcessPool:
                     failure = BookgenError("a self-play worker process died")
                     break
@@ -511,7 +523,8 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
                                 written.min_ply, settings.seed)
                     bar.update(1)
                     bar.set_postfix(pos=summary.positions, b=summary.black_wins,
-                                    w=summary.white_wins, d=summary.draws, refresh=False)
+                                    w=summary.white_wins, d=summary.draws,
+                                    workers=runner.live_workers(), refresh=False)
             summary.interrupted = stop.is_set() and summary.games < games
         summary.seconds = time.perf_counter() - start
         summary.reasons = dict(reasons)

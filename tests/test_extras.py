@@ -11,6 +11,7 @@ print one line naming it and exit 2.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 from conftest import PYTHON
 
-BLOCKED = ("torch", "onnx", "onnxruntime", "matplotlib", "starlette", "uvicorn")
+BLOCKED = ("torch", "onnx", "onnxruntime", "matplotlib", "starlette", "uvicorn", "ray")
 
 SITECUSTOMIZE = f"""
 import os
@@ -117,6 +118,7 @@ def test_the_core_commands_need_no_extra(bare: Bare) -> None:
 
 
 NN = "pip install 'bookgen[nn]'"
+RAY = "pip install 'bookgen[ray]'"
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -141,10 +143,29 @@ NN = "pip install 'bookgen[nn]'"
      "report needs matplotlib, which is not installed: pip install 'bookgen[report]'"),
     (("serve", "-b", "book.sqlite", "--port", "0"),
      "serve needs starlette, which is not installed: pip install 'bookgen[serve]'"),
+    *[(args, f"--cluster needs ray, which is not installed: {RAY}") for args in (
+        ("grow", "-b", "book.sqlite", "--positions", "2", "--cluster", "local"),
+        ("refine", "search", "-b", "book.sqlite", "--cluster", "auto"),
+        ("refine", "mistakes", "-b", "book.sqlite", "--iterate", "--cluster", "local"),
+        ("selfplay", "--starts", "suite.txt", "--games", "2", "-o", "ray.hcpe", "--cluster",
+         "local"),
+        ("match", "--builtin", "a", "--builtin", "b", "--openings", "suite.txt", "--nodes",
+         "1", "-o", "ray.sqlite", "--cluster", "local"))],
 ])
 def test_a_missing_extra_is_one_line(bare: Bare, args: tuple[str, ...], message: str) -> None:
     for name in ("model.pt", "model.onnx", "data.hcpe"):
         (bare.work / name).touch()
+    runs = _runs(bare.work / "book.sqlite")
     proc = bare.run(*args, expect=2)
     assert proc.stderr.splitlines() == [f"bookgen: error: {message}"]
     assert not (bare.work / "report.html").exists()
+    assert not (bare.work / "ray.hcpe").exists() and not (bare.work / "ray.sqlite").exists()
+    assert _runs(bare.work / "book.sqlite") == runs   # nothing written
+
+
+def _runs(book: Path) -> list[tuple]:
+    conn = sqlite3.connect(book)
+    try:
+        return conn.execute("SELECT id, status FROM runs ORDER BY id").fetchall()
+    finally:
+        conn.close()

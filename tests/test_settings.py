@@ -27,6 +27,7 @@ from bookgen.formats.positions import Roots
 from bookgen.grow import BookMoveRule, EvaluatorSettings, GrowBudget, GrowSettings, WalkSettings
 from bookgen.store import BookMove, ValueColumn
 from bookgen.values import DrawValues, value_to_cp
+from bookgen.workers.cluster import ClusterSettings
 from conftest import ROOT, run_cli
 
 # -- draw values: per mille everywhere -------------------------------------------------
@@ -172,6 +173,14 @@ def test_networks_share_the_cores_between_workers(monkeypatch):
     assert network.options_for(3) == {"batch_size": 8, "threads": 2}
     assert EvaluatorSettings("torch:m.pt", {"threads": 1}).options_for(3) == {"threads": 1}
     assert EvaluatorSettings("builtin").options_for(3) == {}
+    # on a cluster: the CPUs each actor asked for
+    four = ClusterSettings("auto", {"num_cpus": 4, "num_gpus": 1})
+    assert network.options_on(four) == {"batch_size": 8, "threads": 4}
+    assert network.options_on(ClusterSettings("auto")) == {"batch_size": 8, "threads": 1}
+    assert EvaluatorSettings("builtin").options_on(four) == {}
+    assert GrowSettings(evaluator=network, workers=3,
+                        cluster=four).params()["evaluator_options"] == {"batch_size": 8,
+                                                                         "threads": 4}
     assert GrowSettings(evaluator=network, workers=4).params()["evaluator_options"] == {
         "batch_size": 8, "threads": 2}
 

@@ -15,6 +15,8 @@ from bookgen.cli.options import (
     batch_size_option,
     book_option,
     byoyomi_option,
+    cluster_options,
+    cluster_settings,
     engine_options_option,
     engine_timeout_option,
     json_option,
@@ -150,6 +152,7 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--csa", "csa_dir", type=click.Path(file_okay=False),
               help="Also write each game as a CSA record in this directory.")
 @workers_option("Processes playing games at once, each with its own evaluators/engines.")
+@cluster_options()
 @click.option("--max-ply", type=click.IntRange(1), default=320, show_default=True,
               help="A game reaching this many moves is a draw.")
 @click.option("--resign", type=click.IntRange(1),
@@ -182,7 +185,8 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
                      white: str | None, playouts: int, batch_size: int | None,
                      random_moves: int,
                      temperature: float, random_cutoff: float, csa_dir: str | None,
-                     workers: int, max_ply: int, resign: int | None, resign_moves: int,
+                     workers: int, cluster: str | None, worker_resources: tuple[str, ...],
+                     max_ply: int, resign: int | None, resign_moves: int,
                      out_min: str | None, min_ply: int, declaration_rule: str,
                      engine_options: tuple[str, ...], black_options: tuple[str, ...],
                      white_options: tuple[str, ...], nodes: int | None, byoyomi: int | None,
@@ -241,7 +245,8 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
         games=games, players=SelfplayPlayers(side("black", black), side("white", white)),
         rules=GameRules(max_ply=max_ply, declaration_rule=declaration_rule, resign_cp=resign,
                         resign_moves=resign_moves),
-        output=outputs, workers=workers, seed=seed)
+        output=outputs, workers=workers, seed=seed,
+        cluster=cluster_settings(cluster, worker_resources))
     summary = selfplay(starts, output, settings)
     if as_json:
         echo_json(summary.as_dict())

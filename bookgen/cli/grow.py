@@ -10,6 +10,8 @@ from bookgen.cli.options import (
     batch_size_option,
     book_option,
     byoyomi_option,
+    cluster_options,
+    cluster_settings,
     depth_option,
     draw_value_options,
     engine_options_option,
@@ -98,6 +100,7 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 @engine_timeout_option("usi: seconds to wait for a search before restarting the engine "
                        "(up to 3 times).")
 @workers_option("Evaluator processes expanding different positions at once.")
+@cluster_options()
 @seed_option()
 @json_option()
 @wait_option
@@ -109,7 +112,8 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                  draw_value_white: int, visit_threshold: float, cutoff: float, min_visits: int,
                  engine_options: tuple[str, ...], nodes: int | None, byoyomi: int | None,
                  movetime: int | None, multipv: int | None, depth: int | None,
-                 engine_timeout: float | None, workers: int, seed: int, as_json: bool,
+                 engine_timeout: float | None, workers: int, cluster: str | None,
+                 worker_resources: tuple[str, ...], seed: int, as_json: bool,
                  wait: bool) -> None:
     """Grow the book: walk it, expand the next position worth thinking about
     with the evaluator, keep the good moves and their values.
@@ -145,7 +149,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                           draws=DrawValues(draw_value_black, draw_value_white)),
         book_moves=BookMoveRule(visit_share_threshold=visit_threshold, win_rate_cutoff=cutoff,
                                 min_visits=min_visits),
-        workers=workers, seed=seed)
+        workers=workers, seed=seed, cluster=cluster_settings(cluster, worker_resources))
     summary = grow(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())

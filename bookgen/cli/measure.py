@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from bookgen.cli.options import book_option, json_option, output_option, seed_option
+from bookgen.cli.options import (
+    book_option,
+    cluster_options,
+    cluster_settings,
+    json_option,
+    output_option,
+    seed_option,
+)
 from bookgen.cli.support import echo_json, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.extras import require_extra
@@ -245,6 +252,7 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
                    "e.g. 20 s for 100,000 nodes].")
 @click.option("--concurrency", type=int, default=1, show_default=True,
               help="Games played at once (one worker process each).")
+@cluster_options("--concurrency")
 @click.option("--max-ply", type=int, default=320, show_default=True,
               help="Draw at this ply, counted from the initial position.")
 @click.option("--resign", type=int, metavar="CP",
@@ -277,7 +285,8 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
                   openings: str, games: int | None, rounds: int | None, fmt: str | None,
                   byoyomi: int | None, main_time: int | None, inc: int | None,
                   nodes: int | None, margin: int, engine_timeout: float | None, concurrency: int,
-                  max_ply: int, resign: int | None, resign_moves: int, declaration_rule: str,
+                  cluster: str | None, worker_resources: tuple[str, ...], max_ply: int,
+                  resign: int | None, resign_moves: int, declaration_rule: str,
                   results: str, pgn: str | None, csa_dir: str | None, seed: int | None,
                   sprt: str | None, sprt_alpha: float, sprt_beta: float, sprt_model: str,
                   as_json: bool, quiet: bool) -> None:
@@ -316,7 +325,8 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
         control=control, rules=GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
                                          resign_cp=resign, resign_moves=resign_moves),
         format=fmt, games=games, rounds=rounds, concurrency=concurrency, seed=seed, pgn=pgn,
-        csa_dir=csa_dir, sprt=test)
+        csa_dir=csa_dir, sprt=test,
+        cluster=cluster_settings(cluster, worker_resources, "concurrency"))
     summary = run_match(players, openings, results, settings, progress=not quiet)
     if as_json:
         echo_json(summary.as_dict())

@@ -9,12 +9,17 @@ book's default file name and the evaluators' default batch sizes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from bookgen.engines.factory import batch_size_help
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.store import DEFAULT_BOOK
+
+if TYPE_CHECKING:
+    from bookgen.workers.cluster import ClusterSettings
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -104,3 +109,51 @@ def engine_timeout_option(help: str) -> Decorator:
     """``--engine-timeout`` in seconds; ``help`` is followed by the defaults."""
     return click.option("--engine-timeout", type=click.FloatRange(0, min_open=True),
                         help=help + " " + DEFAULT_TIMEOUT_HELP)
+
+
+# A Ray cluster for the workers of grow, refine search, refine mistakes --iterate,
+# selfplay and match (bookgen.workers.cluster).
+
+CLUSTER_HELP = (
+    "Run the workers as actors of a Ray cluster (pip install 'bookgen[ray]'): local (a "
+    "throw-away Ray instance on this machine), auto (the cluster this machine joined with "
+    "'ray start'), HOST:PORT of the head node, or ray://HOST:10001. The book (results file, "
+    "output) stays here, written by this process only. Engines and models are given by path: "
+    "the same path must hold them on every node. {workers} is then the number of actors "
+    "(default: as many as the cluster holds).")
+
+
+def cluster_options(workers_flag: str = "--workers") -> Decorator:
+    """``--cluster ADDRESS`` and ``--worker-resources NAME=AMOUNT`` (repeatable);
+    :func:`cluster_settings` makes their settings."""
+    cluster = click.option("--cluster", metavar="ADDRESS",
+                           help=CLUSTER_HELP.format(workers=workers_flag))
+    resources = click.option(
+        "--worker-resources", "worker_resources", multiple=True, metavar="NAME=AMOUNT",
+        help="--cluster: what each worker actor needs (repeatable, or comma-separated): "
+             "num_cpus (default 1), num_gpus, memory (bytes), or a custom resource the "
+             "nodes were started with (ray start --resources '{\"fsf\": 1}'; fsf=1).")
+    return lambda function: cluster(resources(function))
+
+
+def cluster_settings(address: str | None, worker_resources: tuple[str, ...],
+                     workers_param: str = "workers") -> ClusterSettings | None:
+    """The settings of ``--cluster``/``--worker-resources`` (None without ``--cluster``);
+    the number of actors is the command's ``workers_param`` when given on the command
+    line, else as many as the cluster holds."""
+    from bookgen.workers.cluster import ClusterSettings, parse_worker_resources
+
+    if address is None:
+        if worker_resources:
+            raise BookgenError("--worker-resources applies to --cluster only")
+        return None
+    context = click.get_current_context()
+    workers = None
+    if context.get_parameter_source(workers_param) is not ParameterSource.DEFAULT:
+        workers = context.params[workers_param]
+    try:
+        return ClusterSettings(address, parse_worker_resources(worker_resources), workers)
+    except SettingsError as error:
+        if error.field == "cluster.workers":  # the command's own flag (match: --concurrency)
+            raise SettingsError(workers_param, error.message) from None
+        raise

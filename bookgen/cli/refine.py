@@ -20,6 +20,8 @@ from bookgen.cli.options import (
     batch_size_option,
     book_option,
     byoyomi_option,
+    cluster_options,
+    cluster_settings,
     depth_option,
     draw_value_options,
     engine_options_option,
@@ -62,7 +64,7 @@ def grow_extender(book: Path, settings: ExtensionSettings, *, roots: Roots,
         budget=GrowBudget(positions=settings.expand), roots=roots,
         walk=WalkSettings(eval_threshold_cp=eval_threshold_cp),
         mcts=MctsSettings(playouts=settings.playouts, batch_size=settings.mcts_batch_size()),
-        seed=seed)
+        seed=seed, cluster=settings.cluster)
     return grow(book, grow_settings, progress=progress)
 
 
@@ -196,6 +198,7 @@ def minimax_command(book: str, source: str | None, out: str | None, strict: bool
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Engine restarts per position before it is counted as failed.")
 @workers_option("Engine processes searching different positions at once.")
+@cluster_options()
 @click.option("--limit", type=click.IntRange(1), help="Search at most N positions in this run.")
 @json_option()
 @wait_option
@@ -204,6 +207,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
                    nodes: int | None, byoyomi: int | None, movetime: int | None,
                    depth: int | None, engine_options: tuple[str, ...],
                    engine_timeout: float | None, retries: int, workers: int,
+                   cluster: str | None, worker_resources: tuple[str, ...],
                    limit: int | None, as_json: bool, wait: bool) -> None:
     """Re-search book positions with an alpha-beta engine and store the analyses
     (score for the side to move, mate, bound, depth, nodes, best move, PV).
@@ -222,7 +226,8 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
     selection = PositionSelection(select, min_visits, margin)  # its errors first, as before
     analyser = engine_settings(engine, parse_options(list(engine_options)), nodes, byoyomi,
                                movetime, depth, engine_timeout, retries)
-    settings = SearchSettings(analyser, selection, workers, limit)
+    settings = SearchSettings(analyser, selection, workers, limit,
+                              cluster_settings(cluster, worker_resources))
     summary = search(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())
@@ -267,6 +272,7 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
               help="--iterate: positions grown per mistake and round.")
 @workers_option("--iterate: engine processes of the search runs (each grow run, one "
                 "per mistake, expands in this process).")
+@cluster_options()
 @seed_option()
 @output_option("Write the list (or JSON) here instead of standard output.", required=False)
 @json_option("Print the mistakes and the run's summary as JSON.")
@@ -275,8 +281,8 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
 def mistakes_command(book: str, engine: str | None, analysis_run: int | None, threshold: int,
                      opp_threshold: int | None, diff: int, iterate: bool, max_iterations: int,
                      evaluator: str, playouts: int, batch_size: int | None, expand: int,
-                     workers: int, seed: int, output: str | None, as_json: bool,
-                     wait: bool) -> None:
+                     workers: int, cluster: str | None, worker_resources: tuple[str, ...],
+                     seed: int, output: str | None, as_json: bool, wait: bool) -> None:
     """Flag the positions where the book's score and the engine's disagree
     (dlshogi's diff_eval rule, plus mates the book missed), record them in
     the mistakes table and list them: one 'startpos moves ...' line per
@@ -293,7 +299,8 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
         iterate=iterate,
         extension=ExtensionSettings(max_iterations=max_iterations, expand=expand,
                                     evaluator=evaluator, playouts=playouts,
-                                    batch_size=batch_size, workers=workers, seed=seed))
+                                    batch_size=batch_size, workers=workers, seed=seed,
+                                    cluster=cluster_settings(cluster, worker_resources)))
     extender: Extender | None = grow_extender if iterate else None
     summary = mistakes(book, settings, extender=extender, wait=wait)
     if as_json:

@@ -68,6 +68,7 @@ FIELD_FLAGS = {
     "sprt.settings.alpha": "--sprt-alpha",
     "sprt.settings.beta": "--sprt-beta",
     "sprt.settings.model": "--sprt-model",
+    "cluster.address": "--cluster",
 }
 
 

@@ -110,9 +110,12 @@ class WorkerPool(Generic[R]):
 
 
 class TaskRunner(Protocol[T_contra, R]):
-    """Runs tasks of one kind; at most :meth:`capacity` in flight."""
+    """Runs tasks of one kind; at most :meth:`capacity` in flight, on
+    :meth:`live_workers` workers (a progress bar shows them). The Ray backend
+    (:class:`bookgen.workers.cluster.RayRunner`) is the third kind."""
 
     def capacity(self) -> int: ...
+    def live_workers(self) -> int: ...
     def submit(self, task: T_contra) -> None: ...
     def collect(self) -> list[R]: ...
     def close(self) -> None: ...
@@ -129,6 +132,9 @@ class LocalRunner(Generic[T, R]):
         self.queue: list[T] = []
 
     def capacity(self) -> int:
+        return 1
+
+    def live_workers(self) -> int:
         return 1
 
     def submit(self, task: T) -> None:
@@ -159,6 +165,9 @@ class PoolRunner(Generic[T, R]):
 
     def capacity(self) -> int:
         return self.pool.capacity()
+
+    def live_workers(self) -> int:
+        return self.pool.workers
 
     def submit(self, task: T) -> None:
         self.pool.submit(self.function, task)
