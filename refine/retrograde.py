@@ -326,6 +326,91 @@ def repetition_value(cycle: Sequence[int], black: Sequence[bool], in_check: Sequ
     return draw
 
 
+_NO_LINE = -1     # below every line's key
+
+
+def _line_key(value: int, depth: int, draw: int) -> int:
+    """:func:`preference` as one int (as :func:`_encode`): larger is better."""
+    tie = -depth if value >= draw else depth
+    return ((value + _VALUE_OFFSET) << _TIE_BITS) + tie + _TIE_OFFSET
+
+
+def _line_of(key: int, draw: int) -> tuple[int, int]:
+    """The (value, depth) of a :func:`_line_key`."""
+    value = (key >> _TIE_BITS) - _VALUE_OFFSET
+    tie = (key & ((1 << _TIE_BITS) - 1)) - _TIE_OFFSET
+    return value, (-tie if value >= draw else tie)
+
+
+def _reverse_postorder(successors: Sequence[Sequence[int]], roots: Sequence[int]
+                       ) -> tuple[list[int], list[int]]:
+    """Nodes reached from ``roots`` in postorder of a depth-first walk, and each
+    node's rank in the reverse order (-1: not reached). Every move from a lower to a
+    higher rank is a tree, forward or cross move: those moves form a graph without
+    cycles."""
+    rank = [-1] * len(successors)
+    post: list[int] = []
+    for root in roots:
+        if rank[root] != -1:
+            continue
+        rank[root] = 0
+        stack = [(root, 0)]
+        while stack:
+            node, at = stack[-1]
+            children = successors[node]
+            if at < len(children):
+                stack[-1] = (node, at + 1)
+                child = children[at]
+                if rank[child] == -1:
+                    rank[child] = 0
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                post.append(node)
+    for i, node in enumerate(reversed(post)):
+        rank[node] = i
+    return post, rank
+
+
+def _lines_without_cycles(successors: Sequence[Sequence[int]], post: list[int],
+                          rank: list[int], cap: int) -> list[int]:
+    """Per node of ``post``: the number of lines from it (itself included) that only
+    move to higher ranks, counted up to ``cap + 1``."""
+    lines = [0] * len(successors)
+    for node in post:          # higher ranks first
+        count = 1
+        mine = rank[node]
+        for child in successors[node]:
+            if rank[child] > mine:
+                count += lines[child]
+        lines[node] = min(count, cap + 1)
+    return lines
+
+
+def search_exceeds(successors: Sequence[Sequence[int]], limit: int) -> bool:
+    """Whether searching every line from every node (:func:`solve_by_search`) surely
+    visits more than ``limit`` positions, without searching.
+
+    The search visits one position per simple line (a line without a repeated
+    position) from its root. Lines that only move forward in the order of a
+    depth-first walk are simple, and counted in one pass over the moves: first with
+    one walk for all roots, then with a walk from each root (within an SCC every
+    root's walk reaches every node, so each root adds at least the component's
+    size). A True is a proof; a False proves nothing.
+    """
+    n = len(successors)
+    post, rank = _reverse_postorder(successors, range(n))
+    if sum(_lines_without_cycles(successors, post, rank, limit)) > limit:
+        return True
+    total = 0
+    for root in range(n):
+        post, rank = _reverse_postorder(successors, [root])
+        total += _lines_without_cycles(successors, post, rank, limit)[root]
+        if total > limit:
+            return True
+    return False
+
+
 def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
                     exits: Sequence[Sequence[tuple[int, int]]],
                     successors: Sequence[Sequence[int]], draw: int,
@@ -334,43 +419,94 @@ def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
 
     ``exits[i]``: (value from the mover's view, depth) of node ``i``'s moves out
     of the component; ``successors[i]``: nodes reached inside it. Returns values
-    from each node's mover's view and depths; raises BudgetExceeded.
+    from each node's mover's view and depths; raises BudgetExceeded when the
+    search would visit more than ``budget`` positions (all roots together): at
+    once where :func:`search_exceeds` proves it, else when it happens.
+
+    The search is iterative (no recursion limit) and finds the value of a
+    repetition from counts along the line: the side that gave check with every
+    move since the repeated position is the one whose opponent was in check at
+    each of its turns there, which two prefix counts tell in O(1).
     """
     n = len(black)
     limit = _EXHAUSTIVE_BUDGET if budget is None else budget
-    draw_of = [draw if black[i] else -draw for i in range(n)]
+    if search_exceeds(successors, limit):
+        raise BudgetExceeded
+    # Lines as sort keys of the mover (see _line_key): larger is better.
+    mine = [draw if black[i] else -draw for i in range(n)]
+    best_exit = [max((_line_key(v, d, mine[i]) for v, d in exits[i]), default=_NO_LINE)
+                 for i in range(n)]
+    # A white-to-move position not in check breaks a stretch of black checks, and
+    # the other way round.
+    breaks_black = [not black[i] and not in_check[i] for i in range(n)]
+    breaks_white = [black[i] and not in_check[i] for i in range(n)]
+    on_path = [-1] * n
     calls = 0
+    values, depths = [0] * n, [0] * n
+    path: list[int] = []
+    black_breaks = [0]     # prefix counts along the path
+    white_breaks = [0]
+    frames: list[list[int]] = []   # [node, next successor, best key]
 
-    def search(node: int, path: list[int], on_path: dict[int, int]) -> tuple[int, int]:
-        """The best option of ``node`` on the line ``path`` (``on_path``: node -> index)."""
+    def enter(node: int) -> None:
         nonlocal calls
         calls += 1
         if calls > limit:
             raise BudgetExceeded
         on_path[node] = len(path)
         path.append(node)
-        mine = draw_of[node]
-        best: tuple[int, int] | None = None
-        for option in exits[node]:
-            if better(option, best, mine):
-                best = option
-        for child in successors[node]:
-            if child in on_path:
-                outcome = repetition_value(path[on_path[child]:], black, in_check, draw)
-                option = (outcome if black[node] else -outcome, DEPTH_INF)
-            else:
-                child_value, child_depth = search(child, path, on_path)
-                option = (-child_value, deeper(child_depth))
-            if better(option, best, mine):
-                best = option
-        path.pop()
-        del on_path[node]
-        assert best is not None
-        return best
+        black_breaks.append(black_breaks[-1] + breaks_black[node])
+        white_breaks.append(white_breaks[-1] + breaks_white[node])
+        frames.append([node, 0, best_exit[node]])
 
-    values, depths = [0] * n, [0] * n
     for root in range(n):
-        values[root], depths[root] = search(root, [], {})
+        try:
+            enter(root)
+            result = (0, 0)
+            while frames:
+                frame = frames[-1]
+                node, at, best = frame
+                children = successors[node]
+                descended = False
+                while at < len(children):
+                    child = children[at]
+                    at += 1
+                    start = on_path[child]
+                    if start >= 0:
+                        black_checked_all = black_breaks[-1] == black_breaks[start]
+                        white_checked_all = white_breaks[-1] == white_breaks[start]
+                        outcome = draw
+                        if black_checked_all and not white_checked_all:
+                            outcome = -MATE_VALUE
+                        elif white_checked_all and not black_checked_all:
+                            outcome = MATE_VALUE
+                        key = _line_key(outcome if black[node] else -outcome, DEPTH_INF,
+                                        mine[node])
+                        if key > best:
+                            best = key
+                    else:
+                        frame[1], frame[2] = at, best
+                        enter(child)
+                        descended = True
+                        break
+                if descended:
+                    continue
+                # Every option of ``node`` seen: return its best line to the parent.
+                frames.pop()
+                path.pop()
+                black_breaks.pop()
+                white_breaks.pop()
+                on_path[node] = -1
+                result = _line_of(best, mine[node])
+                if frames:
+                    parent = frames[-1]
+                    key = _line_key(-result[0], deeper(result[1]), mine[parent[0]])
+                    if key > parent[2]:
+                        parent[2] = key
+            values[root], depths[root] = result
+        finally:
+            for node in path:
+                on_path[node] = -1
     return values, depths
 
 

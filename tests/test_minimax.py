@@ -1248,3 +1248,47 @@ def test_grow_stats_and_show_ignore_refines_transposition_rows(tmp_path):
                          ).fetchone()[0]
     conn.close()
     assert still >= added  # grow left refine's rows alone (no values written into them)
+
+
+def simple_lines(successors: list[list[int]]) -> int:
+    """The positions an exhaustive search from every root visits: its simple lines."""
+    def count(node: int, path: set[int]) -> int:
+        path.add(node)
+        total = 1 + sum(count(child, path) for child in successors[node] if child not in path)
+        path.discard(node)
+        return total
+
+    return sum(count(root, set()) for root in range(len(successors)))
+
+
+def test_the_search_budget_is_proved_exceeded_only_when_it_is():
+    """retrograde.search_exceeds (the check that skips a hopeless exhaustive search) says
+    yes only for graphs whose simple lines outnumber the budget, and says yes for
+    dense ones; solve_by_search raises then, and runs to the end otherwise."""
+    from bookgen.refine import retrograde
+
+    rng = random.Random(7)
+    proved = searched = 0
+    for _ in range(400):
+        n = rng.randint(2, 9)
+        successors = [rng.sample(range(n), rng.randint(1, min(4, n))) for _ in range(n)]
+        lines = simple_lines(successors)
+        budget = rng.randint(n, 2 * lines)
+        exceeds = retrograde.search_exceeds(successors, budget)
+        assert not exceeds or lines > budget
+        black = [i % 2 == 0 for i in range(n)]
+        in_check = [rng.random() < 0.5 for _ in range(n)]
+        exits = [[(rng.choice([-300, 0, 300]), 0)] for _ in range(n)]
+        try:
+            retrograde.solve_by_search(black, in_check, exits, successors, 0, budget)
+        except retrograde.BudgetExceeded:
+            assert lines > budget
+        else:
+            assert lines <= budget
+            searched += 1
+        proved += exceeds
+    assert proved > 50 and searched > 50
+    # A ring of 1,500 positions: 1,500 simple lines from each root, 2.25 M in all.
+    ring = [[(i + 1) % 1500] for i in range(1500)]
+    assert retrograde.search_exceeds(ring, 2_000_000)
+    assert not retrograde.search_exceeds(ring, 1500 * 1500)
