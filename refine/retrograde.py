@@ -44,9 +44,17 @@ The **retrograde** method computes this exactly, with these steps:
    that depths come out right), then the worst below the draw value likewise
    for the other side; what remains is a draw. This gives the value of the
    game in which a repetition ends it, for every position as the start, and
-   needs no capped fixed-point iteration. Components where one side can
-   check on every move of a cycle are solved by searching all lines instead
-   (they are small in practice; a search budget guards against large ones).
+   needs no capped fixed-point iteration. The components of one level are
+   gathered in one numpy step and solved one after the other. Components where
+   one side can check on every move of a cycle are solved by searching all
+   lines instead (:func:`solve_by_search`). Its cost is the number of simple
+   lines, which explodes when such a component is large: a budget of
+   :data:`_EXHAUSTIVE_BUDGET` positions visited per component guards against
+   that, and :func:`search_exceeds` proves beforehand, by counting lines that
+   cannot repeat, most searches that would exceed it. A component over budget
+   is solved by value levels as if its repetitions were all draws (counted in
+   ``checking_components_approximated``): exact unless a perpetual check
+   changes the outcome there.
 
 Per-move minimax values are ``(-v, d + 1)`` of the child's values (leaf
 moves: their value, depth 0). :func:`retrograde` returns them as a
@@ -547,6 +555,7 @@ def _solve_pass(graph: MinimaxGraph, structure: Structure, draw: int,
     depth = np.zeros(count, dtype=np.int32)
     draw_of = np.where(graph.turn == BLACK, draw, -draw).astype(np.int64)
     indptr = graph.indptr
+    place = np.empty(count, dtype=np.int64)    # scratch of _solve_by_levels_together
     for singles, cyclic in structure.levels:
         if singles.size:
             starts = indptr[singles]
@@ -556,9 +565,70 @@ def _solve_pass(graph: MinimaxGraph, structure: Structure, draw: int,
             keys = _encode(option_value, option_depth, np.repeat(draw_of[singles], lengths))
             best = np.maximum.reduceat(keys, np.cumsum(lengths) - lengths)
             value[singles], depth[singles] = _decode(best, draw_of[singles])
-        for component in cyclic.tolist():
-            _solve_component(graph, structure, component, draw, value, depth, counts)
+        if cyclic.size:
+            checking = structure.checking[cyclic]
+            for component in cyclic[checking].tolist():
+                _solve_component(graph, structure, component, draw, value, depth, counts)
+            _solve_by_levels_together(graph, structure, cyclic[~checking], draw, value, depth,
+                                      counts, place)
     return value, depth
+
+
+def _solve_by_levels_together(graph: MinimaxGraph, structure: Structure,
+                              components: np.ndarray, draw: int, value: np.ndarray,
+                              depth: np.ndarray, counts: dict[str, int], place: np.ndarray
+                              ) -> None:
+    """:func:`solve_by_levels` on each of ``components`` (of one level: none reaches
+    another), with their exits and moves gathered for all of them in one numpy step.
+    ``place``: int64 [N] scratch."""
+    if not components.size:
+        return
+    sizes = structure.sizes[components]
+    node_ptr = np.zeros(len(components) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=node_ptr[1:])
+    nodes = structure.members[ranges(structure.member_ptr[components],
+                                     structure.member_ptr[components + 1])]
+    component_of = np.repeat(np.arange(len(components)), sizes)
+    local = np.arange(len(nodes)) - node_ptr[component_of]     # index inside its component
+    starts, stops = graph.indptr[nodes], graph.indptr[nodes + 1]
+    options = ranges(starts, stops)
+    owner = np.repeat(np.arange(len(nodes)), stops - starts)   # index into nodes
+    target = graph.target[options]
+    edge = target >= 0
+    safe = np.where(edge, target, 0)
+    inside = edge & (structure.labels[safe] == structure.labels[nodes][owner])
+    option_value, option_depth = _option_lines(graph, value, depth, options)
+    black = graph.turn[nodes] == BLACK
+    # Local indices of the targets inside: nodes of one component are consecutive in
+    # ``nodes``, so a target's local index is its place there minus its component's start.
+    place[nodes] = local
+    exits, links = np.flatnonzero(~inside), np.flatnonzero(inside)
+    option_component = component_of[owner]
+    exit_ptr = np.searchsorted(option_component[exits], np.arange(len(components) + 1))
+    link_ptr = np.searchsorted(option_component[links], np.arange(len(components) + 1))
+    exit_owner = local[owner[exits]].tolist()
+    exit_value = np.where(black[owner[exits]], option_value[exits],
+                          -option_value[exits]).tolist()     # black's view
+    exit_depth = option_depth[exits].tolist()
+    link_from = local[owner[links]].tolist()
+    link_to = place[target[links]].tolist()
+    black_list = black.tolist()
+    solved_value = np.zeros(len(nodes), dtype=np.int32)
+    solved_depth = np.zeros(len(nodes), dtype=np.int32)
+    bounds = node_ptr.tolist()
+    exit_bounds, link_bounds = exit_ptr.tolist(), link_ptr.tolist()
+    for c in range(len(components)):
+        a, b = exit_bounds[c], exit_bounds[c + 1]
+        e, f = link_bounds[c], link_bounds[c + 1]
+        values, depths, levels = solve_by_levels(
+            black_list[bounds[c]:bounds[c + 1]],
+            list(zip(exit_owner[a:b], exit_value[a:b], exit_depth[a:b])),
+            list(zip(link_from[e:f], link_to[e:f])), draw)
+        counts["value_levels"] += levels
+        solved_value[bounds[c]:bounds[c + 1]] = values
+        solved_depth[bounds[c]:bounds[c + 1]] = depths
+    value[nodes] = np.where(black, solved_value, -solved_value)
+    depth[nodes] = solved_depth
 
 
 def _solve_component(graph: MinimaxGraph, structure: Structure, component: int, draw: int,
