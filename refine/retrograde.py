@@ -50,8 +50,8 @@ The **retrograde** method computes this exactly, with these steps:
    lines instead (:func:`solve_by_search`). Its cost is the number of simple
    lines, which explodes when such a component is large: a budget of
    :data:`_EXHAUSTIVE_BUDGET` positions visited per component guards against
-   that, and :func:`search_exceeds` proves beforehand, by counting lines that
-   cannot repeat, most searches that would exceed it. A component over budget
+   that, and :func:`search_exceeds` tells beforehand, by counting lines, the
+   searches that would exceed it. A component over budget
    is solved by value levels as if its repetitions were all draws (counted in
    ``checking_components_approximated``): exact unless a perpetual check
    changes the outcome there.
@@ -395,28 +395,49 @@ def _lines_without_cycles(successors: Sequence[Sequence[int]], post: list[int],
     return lines
 
 
+def _simple_lines(successors: Sequence[Sequence[int]], limit: int) -> int:
+    """The number of simple lines (no position twice) from every node, counted up to
+    ``limit + 1``: the positions :func:`solve_by_search` visits, without valuing them."""
+    on_path = [False] * len(successors)
+    total = 0
+    for root in range(len(successors)):
+        total += 1
+        if total > limit:
+            return total
+        on_path[root] = True
+        path = [root]
+        moves = [iter(successors[root])]
+        while moves:
+            for child in moves[-1]:
+                if not on_path[child]:
+                    total += 1
+                    if total > limit:
+                        return total
+                    on_path[child] = True
+                    path.append(child)
+                    moves.append(iter(successors[child]))
+                    break
+            else:
+                moves.pop()
+                on_path[path.pop()] = False
+    return total
+
+
 def search_exceeds(successors: Sequence[Sequence[int]], limit: int) -> bool:
-    """Whether searching every line from every node (:func:`solve_by_search`) surely
-    visits more than ``limit`` positions, without searching.
+    """Whether searching every line from every node (:func:`solve_by_search`) would
+    visit more than ``limit`` positions, found without valuing them.
 
     The search visits one position per simple line (a line without a repeated
     position) from its root. Lines that only move forward in the order of a
-    depth-first walk are simple, and counted in one pass over the moves: first with
-    one walk for all roots, then with a walk from each root (within an SCC every
-    root's walk reaches every node, so each root adds at least the component's
-    size). A True is a proof; a False proves nothing.
+    depth-first walk are simple: counted in one pass over the moves, they prove
+    most large components over the limit at once. Otherwise the simple lines are
+    counted one by one, up to the limit (several times faster than the search).
     """
     n = len(successors)
     post, rank = _reverse_postorder(successors, range(n))
     if sum(_lines_without_cycles(successors, post, rank, limit)) > limit:
         return True
-    total = 0
-    for root in range(n):
-        post, rank = _reverse_postorder(successors, [root])
-        total += _lines_without_cycles(successors, post, rank, limit)[root]
-        if total > limit:
-            return True
-    return False
+    return _simple_lines(successors, limit) > limit
 
 
 def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
@@ -428,8 +449,8 @@ def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
     ``exits[i]``: (value from the mover's view, depth) of node ``i``'s moves out
     of the component; ``successors[i]``: nodes reached inside it. Returns values
     from each node's mover's view and depths; raises BudgetExceeded when the
-    search would visit more than ``budget`` positions (all roots together): at
-    once where :func:`search_exceeds` proves it, else when it happens.
+    search would visit more than ``budget`` positions (all roots together), found
+    before searching (:func:`search_exceeds`).
 
     The search is iterative (no recursion limit) and finds the value of a
     repetition from counts along the line: the side that gave check with every
