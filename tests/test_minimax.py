@@ -1291,3 +1291,35 @@ def test_the_search_budget_is_found_exceeded_exactly_when_it_is():
     ring = [[(i + 1) % 1500] for i in range(1500)]
     assert retrograde.search_exceeds(ring, 2_000_000)
     assert not retrograde.search_exceeds(ring, 1500 * 1500)
+
+
+def test_cycle_components_solved_together_match_the_reference(tmp_path, monkeypatch):
+    """Several shuffle books behind different first moves: their cycle components lie
+    on one level of the solving order and are solved together
+    (retrograde._solve_by_levels_together), each as on its own."""
+    from bookgen.refine import retrograde
+    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+    from bookgen.values import DrawValues
+
+    board = cshogi.Board(START + " 1")
+    legal = legal_map(board)
+    book: dict[str, dict] = {START: {}}
+    for i, push in enumerate([u for u in PUSHES if u in legal]):
+        board.push(legal[push])
+        after = key_of(board)
+        board.pop()
+        book[START][push] = (VALUES[i], 10)
+        book.update(shuffle_book(i, positions=9, pushes=(), start=after))
+    path = import_book(tmp_path, book)
+    together: list[int] = []
+    solve = retrograde._solve_by_levels_together
+
+    def spy(graph, structure, components, *args):
+        together.append(len(components))
+        return solve(graph, structure, components, *args)
+
+    monkeypatch.setattr(retrograde, "_solve_by_levels_together", spy)
+    for draw_black, draw_white in ((500, 500), (400, 700)):
+        refine_minimax(path, MinimaxSettings(draws=DrawValues(draw_black, draw_white)))
+        assert_matches_reference(path, book, draw_black, draw_white)
+    assert max(together) >= 3
