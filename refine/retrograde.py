@@ -83,6 +83,7 @@ _VALUE_OFFSET = 1 << 15
 _TIE_OFFSET = 1 << 20
 _TIE_BITS = 21
 _EXHAUSTIVE_BUDGET = 2_000_000  # search calls per component with checking cycles
+_TOGETHER_POSITIONS = 1 << 15   # positions of the cycle components solved together at most
 
 BLACK, WHITE = 0, 1
 
@@ -590,9 +591,22 @@ def _solve_pass(graph: MinimaxGraph, structure: Structure, draw: int,
             checking = structure.checking[cyclic]
             for component in cyclic[checking].tolist():
                 _solve_component(graph, structure, component, draw, value, depth, counts)
-            _solve_by_levels_together(graph, structure, cyclic[~checking], draw, value, depth,
-                                      counts, place)
+            together = cyclic[~checking]
+            # In groups of a bounded number of positions: the lists of a whole level
+            # would cost as much memory as the rest of the solve.
+            group = np.cumsum(structure.sizes[together]) // _TOGETHER_POSITIONS
+            for first, stop in zip(*_runs(group)):
+                _solve_by_levels_together(graph, structure, together[first:stop], draw, value,
+                                          depth, counts, place)
     return value, depth
+
+
+def _runs(keys: np.ndarray) -> tuple[list[int], list[int]]:
+    """(starts, stops) of the runs of equal values in ``keys``."""
+    if not len(keys):
+        return [], []
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    return starts.tolist(), np.append(starts[1:], len(keys)).tolist()
 
 
 def _solve_by_levels_together(graph: MinimaxGraph, structure: Structure,

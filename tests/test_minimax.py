@@ -1293,10 +1293,12 @@ def test_the_search_budget_is_found_exceeded_exactly_when_it_is():
     assert not retrograde.search_exceeds(ring, 1500 * 1500)
 
 
-def test_cycle_components_solved_together_match_the_reference(tmp_path, monkeypatch):
+@pytest.mark.parametrize("group", [None, 12])
+def test_cycle_components_solved_together_match_the_reference(tmp_path, monkeypatch, group):
     """Several shuffle books behind different first moves: their cycle components lie
     on one level of the solving order and are solved together
-    (retrograde._solve_by_levels_together), each as on its own."""
+    (retrograde._solve_by_levels_together; in groups of about ``group`` positions
+    when given), each as on its own."""
     from bookgen.refine import retrograde
     from bookgen.refine.minimax import MinimaxSettings, refine_minimax
     from bookgen.values import DrawValues
@@ -1319,7 +1321,12 @@ def test_cycle_components_solved_together_match_the_reference(tmp_path, monkeypa
         return solve(graph, structure, components, *args)
 
     monkeypatch.setattr(retrograde, "_solve_by_levels_together", spy)
+    if group is not None:
+        monkeypatch.setattr(retrograde, "_TOGETHER_POSITIONS", group)
     for draw_black, draw_white in ((500, 500), (400, 700)):
         refine_minimax(path, MinimaxSettings(draws=DrawValues(draw_black, draw_white)))
         assert_matches_reference(path, book, draw_black, draw_white)
-    assert max(together) >= 3
+    if group is None:
+        assert max(together) >= 3
+    else:   # that level's components in more than one group
+        assert max(together) < 3
