@@ -14,7 +14,12 @@ process:
 - ``import``: ``bookgen import IN`` into a new SQLite book;
 - ``refine``: ``bookgen refine minimax`` on that imported book;
 - ``export``: ``bookgen export --values minimax`` of the refined book;
-- ``sqlite``: the three above together, the whole job through the SQLite book.
+- ``sqlite``: the three above together, the whole job through the SQLite book;
+- ``base`` (with ``--baseline PYTHON``): the file to file refine of another
+  checkout's bookgen (its venv's interpreter), to measure a change before and
+  after in one run; its output must be the same bytes.
+
+``--runs file`` leaves out the SQLite runs (``--runs sqlite`` the file run).
 
 For each: wall seconds, CPU seconds and peak resident memory, worker
 processes included (``os.wait4`` of the process: its own peak and that of
@@ -31,7 +36,8 @@ The machine may be shared: the load average is printed before and after, and
 CPU seconds tell how much of the wall time was waiting.
 
     python benchmarks/bench_peta.py [--peta PATH] [--sizes 100000 1000000]
-                                    [--books BOOK.db ...]
+                                    [--books BOOK.db ...] [--runs file sqlite]
+                                    [--baseline PYTHON]
 """
 
 from __future__ import annotations
@@ -84,8 +90,8 @@ def measure(name: str, command: list[str]) -> Run:
     return Run(name, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
-def bookgen(*args: object) -> list[str]:
-    return [sys.executable, "-m", "bookgen", *map(str, args)]
+def bookgen(*args: object, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "bookgen", *map(str, args)]
 
 
 def peta_command(peta: Path, source: Path, out: Path) -> list[str]:
@@ -220,7 +226,7 @@ def book_of(size: int) -> Path:
     return path
 
 
-def bench(source: Path, peta: Path | None) -> None:
+def bench(source: Path, peta: Path | None, parts: list[str], baseline: str | None) -> None:
     work = OUT / f"work-{source.stem}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -231,20 +237,25 @@ def bench(source: Path, peta: Path | None) -> None:
     if peta is not None:
         runs["peta"] = measure("peta", peta_command(peta, source.resolve(),
                                                     (work / "peta.db").resolve()))
-    runs["file"] = measure("file", bookgen("refine", "minimax", "--in", source,
-                                           "--out", work / "file.db"))
+    if baseline is not None:
+        runs["base"] = measure("base", bookgen("refine", "minimax", "--in", source, "--out",
+                                               work / "base.db", python=baseline))
+    if "file" in parts:
+        runs["file"] = measure("file", bookgen("refine", "minimax", "--in", source,
+                                               "--out", work / "file.db"))
     book = work / "book.sqlite"
-    runs["import"] = measure("import", bookgen("import", source, "-b", book))
     imported = work / "imported.sqlite"
-    shutil.copyfile(book, imported)
-    runs["refine"] = measure("refine", bookgen("refine", "minimax", "-b", book))
-    runs["export"] = measure("export", bookgen("export", "--values", "minimax", "-b", book,
-                                               "-o", work / "sqlite.db"))
-    runs["sqlite"] = runs["import"].plus(runs["refine"], "sqlite").plus(runs["export"],
-                                                                         "sqlite")
+    if "sqlite" in parts:
+        runs["import"] = measure("import", bookgen("import", source, "-b", book))
+        shutil.copyfile(book, imported)
+        runs["refine"] = measure("refine", bookgen("refine", "minimax", "-b", book))
+        runs["export"] = measure("export", bookgen("export", "--values", "minimax", "-b",
+                                                   book, "-o", work / "sqlite.db"))
+        runs["sqlite"] = runs["import"].plus(runs["refine"], "sqlite").plus(runs["export"],
+                                                                             "sqlite")
     anchor = runs.get("peta")
     print(f"{'run':<8} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'x peta':>7} {'goal':>6}")
-    for name in ("peta", "file", "sqlite", "import", "refine", "export"):
+    for name in ("peta", "base", "file", "sqlite", "import", "refine", "export"):
         if name not in runs:
             continue
         run = runs[name]
@@ -252,10 +263,15 @@ def bench(source: Path, peta: Path | None) -> None:
         goal = f"{GOALS[name]:6.1f}" if name in GOALS else f"{'':>6}"
         print(f"{name:<8} {run.wall:>8.1f} {run.cpu:>8.1f} {run.peak_mb:>8.0f} {ratio} {goal}",
               flush=True)
-    same = (work / "file.db").read_bytes() == (work / "sqlite.db").read_bytes()
-    print(f"file to file and through the SQLite book write the same bytes: {same}")
+    ours = work / ("file.db" if "file" in parts else "sqlite.db")
+    if "file" in parts and "sqlite" in parts:
+        same = (work / "file.db").read_bytes() == (work / "sqlite.db").read_bytes()
+        print(f"file to file and through the SQLite book write the same bytes: {same}")
+    if baseline is not None:
+        same = (work / "base.db").read_bytes() == ours.read_bytes()
+        print(f"the baseline ({baseline}) writes the same bytes: {same}")
     if anchor:
-        print(compare_values(source, work / "file.db", work / "peta.db"))
+        print(compare_values(source, ours, work / "peta.db"))
     print(f"load average after: {os.getloadavg()[0]:.2f} (a shared machine: compare CPU "
           "seconds too)")
     remove_book(book)
@@ -268,11 +284,17 @@ def main() -> None:
     parser.add_argument("--peta", type=Path, help="the YaneuraOu binary with makebook peta_shock")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--books", type=Path, nargs="+", help="DB2016 books to use instead")
+    parser.add_argument("--runs", nargs="+", choices=["file", "sqlite"],
+                        default=["file", "sqlite"],
+                        help="bookgen's runs: file to file, and/or import + refine + export")
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="also run the file to file refine with this interpreter's "
+                        "bookgen (another checkout's venv: before and after in one run)")
     args = parser.parse_args()
     if args.peta is not None and not os.access(args.peta, os.X_OK):
         raise SystemExit(f"{args.peta}: not an executable")
     for source in args.books or [book_of(size) for size in args.sizes]:
-        bench(source, args.peta)
+        bench(source, args.peta, args.runs, args.baseline)
 
 
 if __name__ == "__main__":

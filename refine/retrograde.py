@@ -44,9 +44,17 @@ The **retrograde** method computes this exactly, with these steps:
    that depths come out right), then the worst below the draw value likewise
    for the other side; what remains is a draw. This gives the value of the
    game in which a repetition ends it, for every position as the start, and
-   needs no capped fixed-point iteration. Components where one side can
-   check on every move of a cycle are solved by searching all lines instead
-   (they are small in practice; a search budget guards against large ones).
+   needs no capped fixed-point iteration. The components of one level are
+   gathered in one numpy step and solved one after the other. Components where
+   one side can check on every move of a cycle are solved by searching all
+   lines instead (:func:`solve_by_search`). Its cost is the number of simple
+   lines, which explodes when such a component is large: a budget of
+   :data:`_EXHAUSTIVE_BUDGET` positions visited per component guards against
+   that, and :func:`search_exceeds` tells beforehand, by counting lines, the
+   searches that would exceed it. A component over budget
+   is solved by value levels as if its repetitions were all draws (counted in
+   ``checking_components_approximated``): exact unless a perpetual check
+   changes the outcome there.
 
 Per-move minimax values are ``(-v, d + 1)`` of the child's values (leaf
 moves: their value, depth 0). :func:`retrograde` returns them as a
@@ -75,6 +83,7 @@ _VALUE_OFFSET = 1 << 15
 _TIE_OFFSET = 1 << 20
 _TIE_BITS = 21
 _EXHAUSTIVE_BUDGET = 2_000_000  # search calls per component with checking cycles
+_TOGETHER_POSITIONS = 1 << 15   # positions of the cycle components solved together at most
 
 BLACK, WHITE = 0, 1
 
@@ -326,6 +335,112 @@ def repetition_value(cycle: Sequence[int], black: Sequence[bool], in_check: Sequ
     return draw
 
 
+_NO_LINE = -1     # below every line's key
+
+
+def _line_key(value: int, depth: int, draw: int) -> int:
+    """:func:`preference` as one int (as :func:`_encode`): larger is better."""
+    tie = -depth if value >= draw else depth
+    return ((value + _VALUE_OFFSET) << _TIE_BITS) + tie + _TIE_OFFSET
+
+
+def _line_of(key: int, draw: int) -> tuple[int, int]:
+    """The (value, depth) of a :func:`_line_key`."""
+    value = (key >> _TIE_BITS) - _VALUE_OFFSET
+    tie = (key & ((1 << _TIE_BITS) - 1)) - _TIE_OFFSET
+    return value, (-tie if value >= draw else tie)
+
+
+def _reverse_postorder(successors: Sequence[Sequence[int]], roots: Sequence[int]
+                       ) -> tuple[list[int], list[int]]:
+    """Nodes reached from ``roots`` in postorder of a depth-first walk, and each
+    node's rank in the reverse order (-1: not reached). Every move from a lower to a
+    higher rank is a tree, forward or cross move: those moves form a graph without
+    cycles."""
+    rank = [-1] * len(successors)
+    post: list[int] = []
+    for root in roots:
+        if rank[root] != -1:
+            continue
+        rank[root] = 0
+        stack = [(root, 0)]
+        while stack:
+            node, at = stack[-1]
+            children = successors[node]
+            if at < len(children):
+                stack[-1] = (node, at + 1)
+                child = children[at]
+                if rank[child] == -1:
+                    rank[child] = 0
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                post.append(node)
+    for i, node in enumerate(reversed(post)):
+        rank[node] = i
+    return post, rank
+
+
+def _lines_without_cycles(successors: Sequence[Sequence[int]], post: list[int],
+                          rank: list[int], cap: int) -> list[int]:
+    """Per node of ``post``: the number of lines from it (itself included) that only
+    move to higher ranks, counted up to ``cap + 1``."""
+    lines = [0] * len(successors)
+    for node in post:          # higher ranks first
+        count = 1
+        mine = rank[node]
+        for child in successors[node]:
+            if rank[child] > mine:
+                count += lines[child]
+        lines[node] = min(count, cap + 1)
+    return lines
+
+
+def _simple_lines(successors: Sequence[Sequence[int]], limit: int) -> int:
+    """The number of simple lines (no position twice) from every node, counted up to
+    ``limit + 1``: the positions :func:`solve_by_search` visits, without valuing them."""
+    on_path = [False] * len(successors)
+    total = 0
+    for root in range(len(successors)):
+        total += 1
+        if total > limit:
+            return total
+        on_path[root] = True
+        path = [root]
+        moves = [iter(successors[root])]
+        while moves:
+            for child in moves[-1]:
+                if not on_path[child]:
+                    total += 1
+                    if total > limit:
+                        return total
+                    on_path[child] = True
+                    path.append(child)
+                    moves.append(iter(successors[child]))
+                    break
+            else:
+                moves.pop()
+                on_path[path.pop()] = False
+    return total
+
+
+def search_exceeds(successors: Sequence[Sequence[int]], limit: int) -> bool:
+    """Whether searching every line from every node (:func:`solve_by_search`) would
+    visit more than ``limit`` positions, found without valuing them.
+
+    The search visits one position per simple line (a line without a repeated
+    position) from its root. Lines that only move forward in the order of a
+    depth-first walk are simple: counted in one pass over the moves, they prove
+    most large components over the limit at once. Otherwise the simple lines are
+    counted one by one, up to the limit (several times faster than the search).
+    """
+    n = len(successors)
+    post, rank = _reverse_postorder(successors, range(n))
+    if sum(_lines_without_cycles(successors, post, rank, limit)) > limit:
+        return True
+    return _simple_lines(successors, limit) > limit
+
+
 def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
                     exits: Sequence[Sequence[tuple[int, int]]],
                     successors: Sequence[Sequence[int]], draw: int,
@@ -334,43 +449,94 @@ def solve_by_search(black: Sequence[bool], in_check: Sequence[bool],
 
     ``exits[i]``: (value from the mover's view, depth) of node ``i``'s moves out
     of the component; ``successors[i]``: nodes reached inside it. Returns values
-    from each node's mover's view and depths; raises BudgetExceeded.
+    from each node's mover's view and depths; raises BudgetExceeded when the
+    search would visit more than ``budget`` positions (all roots together), found
+    before searching (:func:`search_exceeds`).
+
+    The search is iterative (no recursion limit) and finds the value of a
+    repetition from counts along the line: the side that gave check with every
+    move since the repeated position is the one whose opponent was in check at
+    each of its turns there, which two prefix counts tell in O(1).
     """
     n = len(black)
     limit = _EXHAUSTIVE_BUDGET if budget is None else budget
-    draw_of = [draw if black[i] else -draw for i in range(n)]
+    if search_exceeds(successors, limit):
+        raise BudgetExceeded
+    # Lines as sort keys of the mover (see _line_key): larger is better.
+    mine = [draw if black[i] else -draw for i in range(n)]
+    best_exit = [max((_line_key(v, d, mine[i]) for v, d in exits[i]), default=_NO_LINE)
+                 for i in range(n)]
+    # A white-to-move position not in check breaks a stretch of black checks, and
+    # the other way round.
+    breaks_black = [not black[i] and not in_check[i] for i in range(n)]
+    breaks_white = [black[i] and not in_check[i] for i in range(n)]
+    on_path = [-1] * n
     calls = 0
+    values, depths = [0] * n, [0] * n
+    path: list[int] = []
+    black_breaks = [0]     # prefix counts along the path
+    white_breaks = [0]
+    frames: list[list[int]] = []   # [node, next successor, best key]
 
-    def search(node: int, path: list[int], on_path: dict[int, int]) -> tuple[int, int]:
-        """The best option of ``node`` on the line ``path`` (``on_path``: node -> index)."""
+    def enter(node: int) -> None:
         nonlocal calls
         calls += 1
         if calls > limit:
             raise BudgetExceeded
         on_path[node] = len(path)
         path.append(node)
-        mine = draw_of[node]
-        best: tuple[int, int] | None = None
-        for option in exits[node]:
-            if better(option, best, mine):
-                best = option
-        for child in successors[node]:
-            if child in on_path:
-                outcome = repetition_value(path[on_path[child]:], black, in_check, draw)
-                option = (outcome if black[node] else -outcome, DEPTH_INF)
-            else:
-                child_value, child_depth = search(child, path, on_path)
-                option = (-child_value, deeper(child_depth))
-            if better(option, best, mine):
-                best = option
-        path.pop()
-        del on_path[node]
-        assert best is not None
-        return best
+        black_breaks.append(black_breaks[-1] + breaks_black[node])
+        white_breaks.append(white_breaks[-1] + breaks_white[node])
+        frames.append([node, 0, best_exit[node]])
 
-    values, depths = [0] * n, [0] * n
     for root in range(n):
-        values[root], depths[root] = search(root, [], {})
+        try:
+            enter(root)
+            result = (0, 0)
+            while frames:
+                frame = frames[-1]
+                node, at, best = frame
+                children = successors[node]
+                descended = False
+                while at < len(children):
+                    child = children[at]
+                    at += 1
+                    start = on_path[child]
+                    if start >= 0:
+                        black_checked_all = black_breaks[-1] == black_breaks[start]
+                        white_checked_all = white_breaks[-1] == white_breaks[start]
+                        outcome = draw
+                        if black_checked_all and not white_checked_all:
+                            outcome = -MATE_VALUE
+                        elif white_checked_all and not black_checked_all:
+                            outcome = MATE_VALUE
+                        key = _line_key(outcome if black[node] else -outcome, DEPTH_INF,
+                                        mine[node])
+                        if key > best:
+                            best = key
+                    else:
+                        frame[1], frame[2] = at, best
+                        enter(child)
+                        descended = True
+                        break
+                if descended:
+                    continue
+                # Every option of ``node`` seen: return its best line to the parent.
+                frames.pop()
+                path.pop()
+                black_breaks.pop()
+                white_breaks.pop()
+                on_path[node] = -1
+                result = _line_of(best, mine[node])
+                if frames:
+                    parent = frames[-1]
+                    key = _line_key(-result[0], deeper(result[1]), mine[parent[0]])
+                    if key > parent[2]:
+                        parent[2] = key
+            values[root], depths[root] = result
+        finally:
+            for node in path:
+                on_path[node] = -1
     return values, depths
 
 
@@ -411,6 +577,7 @@ def _solve_pass(graph: MinimaxGraph, structure: Structure, draw: int,
     depth = np.zeros(count, dtype=np.int32)
     draw_of = np.where(graph.turn == BLACK, draw, -draw).astype(np.int64)
     indptr = graph.indptr
+    place = np.empty(count, dtype=np.int64)    # scratch of _solve_by_levels_together
     for singles, cyclic in structure.levels:
         if singles.size:
             starts = indptr[singles]
@@ -420,9 +587,83 @@ def _solve_pass(graph: MinimaxGraph, structure: Structure, draw: int,
             keys = _encode(option_value, option_depth, np.repeat(draw_of[singles], lengths))
             best = np.maximum.reduceat(keys, np.cumsum(lengths) - lengths)
             value[singles], depth[singles] = _decode(best, draw_of[singles])
-        for component in cyclic.tolist():
-            _solve_component(graph, structure, component, draw, value, depth, counts)
+        if cyclic.size:
+            checking = structure.checking[cyclic]
+            for component in cyclic[checking].tolist():
+                _solve_component(graph, structure, component, draw, value, depth, counts)
+            together = cyclic[~checking]
+            # In groups of a bounded number of positions: the lists of a whole level
+            # would cost as much memory as the rest of the solve.
+            group = np.cumsum(structure.sizes[together]) // _TOGETHER_POSITIONS
+            for first, stop in zip(*_runs(group)):
+                _solve_by_levels_together(graph, structure, together[first:stop], draw, value,
+                                          depth, counts, place)
     return value, depth
+
+
+def _runs(keys: np.ndarray) -> tuple[list[int], list[int]]:
+    """(starts, stops) of the runs of equal values in ``keys``."""
+    if not len(keys):
+        return [], []
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    return starts.tolist(), np.append(starts[1:], len(keys)).tolist()
+
+
+def _solve_by_levels_together(graph: MinimaxGraph, structure: Structure,
+                              components: np.ndarray, draw: int, value: np.ndarray,
+                              depth: np.ndarray, counts: dict[str, int], place: np.ndarray
+                              ) -> None:
+    """:func:`solve_by_levels` on each of ``components`` (of one level: none reaches
+    another), with their exits and moves gathered for all of them in one numpy step.
+    ``place``: int64 [N] scratch."""
+    if not components.size:
+        return
+    sizes = structure.sizes[components]
+    node_ptr = np.zeros(len(components) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=node_ptr[1:])
+    nodes = structure.members[ranges(structure.member_ptr[components],
+                                     structure.member_ptr[components + 1])]
+    component_of = np.repeat(np.arange(len(components)), sizes)
+    local = np.arange(len(nodes)) - node_ptr[component_of]     # index inside its component
+    starts, stops = graph.indptr[nodes], graph.indptr[nodes + 1]
+    options = ranges(starts, stops)
+    owner = np.repeat(np.arange(len(nodes)), stops - starts)   # index into nodes
+    target = graph.target[options]
+    edge = target >= 0
+    safe = np.where(edge, target, 0)
+    inside = edge & (structure.labels[safe] == structure.labels[nodes][owner])
+    option_value, option_depth = _option_lines(graph, value, depth, options)
+    black = graph.turn[nodes] == BLACK
+    # Local indices of the targets inside: nodes of one component are consecutive in
+    # ``nodes``, so a target's local index is its place there minus its component's start.
+    place[nodes] = local
+    exits, links = np.flatnonzero(~inside), np.flatnonzero(inside)
+    option_component = component_of[owner]
+    exit_ptr = np.searchsorted(option_component[exits], np.arange(len(components) + 1))
+    link_ptr = np.searchsorted(option_component[links], np.arange(len(components) + 1))
+    exit_owner = local[owner[exits]].tolist()
+    exit_value = np.where(black[owner[exits]], option_value[exits],
+                          -option_value[exits]).tolist()     # black's view
+    exit_depth = option_depth[exits].tolist()
+    link_from = local[owner[links]].tolist()
+    link_to = place[target[links]].tolist()
+    black_list = black.tolist()
+    solved_value = np.zeros(len(nodes), dtype=np.int32)
+    solved_depth = np.zeros(len(nodes), dtype=np.int32)
+    bounds = node_ptr.tolist()
+    exit_bounds, link_bounds = exit_ptr.tolist(), link_ptr.tolist()
+    for c in range(len(components)):
+        a, b = exit_bounds[c], exit_bounds[c + 1]
+        e, f = link_bounds[c], link_bounds[c + 1]
+        values, depths, levels = solve_by_levels(
+            black_list[bounds[c]:bounds[c + 1]],
+            list(zip(exit_owner[a:b], exit_value[a:b], exit_depth[a:b])),
+            list(zip(link_from[e:f], link_to[e:f])), draw)
+        counts["value_levels"] += levels
+        solved_value[bounds[c]:bounds[c + 1]] = values
+        solved_depth[bounds[c]:bounds[c + 1]] = depths
+    value[nodes] = np.where(black, solved_value, -solved_value)
+    depth[nodes] = solved_depth
 
 
 def _solve_component(graph: MinimaxGraph, structure: Structure, component: int, draw: int,

@@ -1248,3 +1248,85 @@ def test_grow_stats_and_show_ignore_refines_transposition_rows(tmp_path):
                          ).fetchone()[0]
     conn.close()
     assert still >= added  # grow left refine's rows alone (no values written into them)
+
+
+def simple_lines(successors: list[list[int]]) -> int:
+    """The positions an exhaustive search from every root visits: its simple lines."""
+    def count(node: int, path: set[int]) -> int:
+        path.add(node)
+        total = 1 + sum(count(child, path) for child in successors[node] if child not in path)
+        path.discard(node)
+        return total
+
+    return sum(count(root, set()) for root in range(len(successors)))
+
+
+def test_the_search_budget_is_found_exceeded_exactly_when_it_is():
+    """retrograde.search_exceeds (the check that skips a hopeless exhaustive search) says
+    yes exactly for graphs whose simple lines outnumber the budget; solve_by_search
+    raises then, and runs to the end otherwise."""
+    from bookgen.refine import retrograde
+
+    rng = random.Random(7)
+    exceeded = searched = 0
+    for _ in range(400):
+        n = rng.randint(2, 9)
+        successors = [rng.sample(range(n), rng.randint(1, min(4, n))) for _ in range(n)]
+        lines = simple_lines(successors)
+        budget = rng.randint(n, 2 * lines)
+        assert retrograde.search_exceeds(successors, budget) == (lines > budget)
+        black = [i % 2 == 0 for i in range(n)]
+        in_check = [rng.random() < 0.5 for _ in range(n)]
+        exits = [[(rng.choice([-300, 0, 300]), 0)] for _ in range(n)]
+        try:
+            retrograde.solve_by_search(black, in_check, exits, successors, 0, budget)
+        except retrograde.BudgetExceeded:
+            assert lines > budget
+            exceeded += 1
+        else:
+            assert lines <= budget
+            searched += 1
+    assert exceeded > 50 and searched > 50
+    # A ring of 1,500 positions: 1,500 simple lines from each root, 2.25 M in all.
+    ring = [[(i + 1) % 1500] for i in range(1500)]
+    assert retrograde.search_exceeds(ring, 2_000_000)
+    assert not retrograde.search_exceeds(ring, 1500 * 1500)
+
+
+@pytest.mark.parametrize("group", [None, 12])
+def test_cycle_components_solved_together_match_the_reference(tmp_path, monkeypatch, group):
+    """Several shuffle books behind different first moves: their cycle components lie
+    on one level of the solving order and are solved together
+    (retrograde._solve_by_levels_together; in groups of about ``group`` positions
+    when given), each as on its own."""
+    from bookgen.refine import retrograde
+    from bookgen.refine.minimax import MinimaxSettings, refine_minimax
+    from bookgen.values import DrawValues
+
+    board = cshogi.Board(START + " 1")
+    legal = legal_map(board)
+    book: dict[str, dict] = {START: {}}
+    for i, push in enumerate([u for u in PUSHES if u in legal]):
+        board.push(legal[push])
+        after = key_of(board)
+        board.pop()
+        book[START][push] = (VALUES[i], 10)
+        book.update(shuffle_book(i, positions=9, pushes=(), start=after))
+    path = import_book(tmp_path, book)
+    together: list[int] = []
+    solve = retrograde._solve_by_levels_together
+
+    def spy(graph, structure, components, *args):
+        together.append(len(components))
+        return solve(graph, structure, components, *args)
+
+    monkeypatch.setattr(retrograde, "_solve_by_levels_together", spy)
+    if group is not None:
+        monkeypatch.setattr(retrograde, "_TOGETHER_POSITIONS", group)
+    for draw_black, draw_white in ((500, 500), (400, 700)):
+        refine_minimax(path, MinimaxSettings(draws=DrawValues(draw_black, draw_white)))
+        assert_matches_reference(path, book, draw_black, draw_white)
+    if group is None:
+        assert max(together) >= 3
+    else:   # that level's components in more than one group
+        assert max(together) < 3
