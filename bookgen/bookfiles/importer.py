@@ -20,7 +20,7 @@ from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
 from bookgen.formats.positions import Roots
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
-from bookgen.store import Book, BulkWriter, writes
+from bookgen.store import Book, BulkWriter, stored_links, writes
 from bookgen.workers.forked import fork_available
 
 
@@ -135,13 +135,16 @@ def import_books(book: str | Path, sources: Sequence[str | Path],
                     f"{diagnostics.problems[0]}); {SettingsError.FIELD}: nothing imported, "
                     f"{book} unchanged")
             added = writer.finish()
+            fault_point("import-rows-written")
+            links = stored_links.store_links(store, run_id, workers)
             summary.positions_added, summary.moves_added, summary.moves_updated = added
             summary.run_id = run_id
             store.end_run(run_id, positions_added=added[0], moves_added=added[1],
                           moves_updated=added[2],
                           counts={"positions_read": summary.positions_read,
                                   "moves_read": summary.moves_read,
-                                  "skipped": summary.skipped})
+                                  "skipped": summary.skipped,
+                                  "links": links.as_dict()})
             fault_point("import-before-commit")
         summary.interrupted_at_commit = store.interrupted
         return summary
