@@ -59,3 +59,23 @@ def forget_links(book: str | Path) -> None:
         conn.execute("UPDATE moves SET child_id = NULL")
         conn.execute("DELETE FROM meta WHERE key = 'links'")
     conn.close()
+
+
+def wrong_links(book: str | Path) -> list[tuple[int, str]]:
+    """(position id, move) of each row whose ``child_id`` is not the position after
+    the move."""
+    conn = sqlite3.connect(book)
+    try:
+        sfens = dict(conn.execute("SELECT id, sfen FROM positions"))
+        rows = conn.execute("SELECT position_id, move, child_id FROM moves "
+                            "WHERE child_id IS NOT NULL").fetchall()
+    finally:
+        conn.close()
+    board = cshogi.Board()
+    wrong = []
+    for pid, move, child in rows:
+        board.set_sfen(sfens[pid] + " 1")
+        board.push_usi(move)
+        if board.sfen().rsplit(" ", 1)[0] != sfens.get(child):
+            wrong.append((pid, move))
+    return wrong

@@ -20,7 +20,7 @@ from bookgen.formats.db2016 import iter_lines, read_db2016, sniff_encoding
 from bookgen.formats.positions import Roots
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point
-from bookgen.store import Book, BulkWriter, stored_links, writes
+from bookgen.store import Book, BulkWriter, writes
 from bookgen.workers.forked import fork_available
 
 
@@ -115,7 +115,7 @@ def import_books(book: str | Path, sources: Sequence[str | Path],
         writes.foreign_keys_off(store.conn)
         with store.transaction():
             run_id = store.begin_run("import", params)
-            writer = BulkWriter(store, run_id)
+            writer = BulkWriter(store, run_id, workers)
             for path, file_format in zip(paths, formats):
                 info = _read_file(path, file_format, writer, diagnostics, root_boards,
                                   max_gap, workers, progress)
@@ -134,9 +134,8 @@ def import_books(book: str | Path, sources: Sequence[str | Path],
                     "strict", f"{len(diagnostics)} invalid entries (first: "
                     f"{diagnostics.problems[0]}); {SettingsError.FIELD}: nothing imported, "
                     f"{book} unchanged")
-            added = writer.finish()
-            fault_point("import-rows-written")
-            links = stored_links.store_links(store, run_id, workers)
+            added = writer.finish()     # also stores the links
+            assert writer.links is not None
             summary.positions_added, summary.moves_added, summary.moves_updated = added
             summary.run_id = run_id
             store.end_run(run_id, positions_added=added[0], moves_added=added[1],
@@ -144,7 +143,7 @@ def import_books(book: str | Path, sources: Sequence[str | Path],
                           counts={"positions_read": summary.positions_read,
                                   "moves_read": summary.moves_read,
                                   "skipped": summary.skipped,
-                                  "links": links.as_dict()})
+                                  "links": writer.links.as_dict()})
             fault_point("import-before-commit")
         summary.interrupted_at_commit = store.interrupted
         return summary
@@ -162,7 +161,9 @@ def _read_file(path: Path, file_format: str, writer: BulkWriter, diagnostics: Di
                           desc=f"reading {path.name}", disable=None if progress else True
                           ) as bar:
             for block in read_db2016(path, diagnostics, workers=workers, on_bytes=bar.update):
-                writer.add_rows(block.position_rows(), block.move_rows())
+                writer.add_columns(block.position_rows(), block.book_key, block.position,
+                                   block.move, block.ponder, block.value, block.depth,
+                                   block.count)
     else:
         walk = read_apery(path, writer, diagnostics, root_boards, max_gap, workers)
         info.update(walk.as_dict())
