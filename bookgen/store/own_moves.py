@@ -4,9 +4,10 @@
 ``moves`` rows of its own: no value, no depth, count 0, the ``run_id`` of a
 ``refine minimax`` run (:data:`REFINE_MINIMAX_COMMAND`); imports and merges
 store the same rows under a ``link`` run of their own (:data:`LINK_COMMAND`,
-see :mod:`bookgen.store.stored_links`). They are derived data, not book moves. Every read of the ``moves`` table in the store says
-which rows it means (:class:`MoveRows`: the book's own moves, or all rows)
-and, where it reads values, which column (:class:`ValueColumn`).
+see :mod:`bookgen.store.stored_links`). They are derived data, not book moves.
+Every read of the ``moves`` table in the store says which rows it means
+(:class:`MoveRows`: the book's own moves, or all rows) and, where it reads
+values, which column (:class:`ValueColumn`).
 
 The SQL of that rule is private to :mod:`bookgen.store`; code elsewhere calls
 the store's functions. SQL written outside bookgen (tests, notebooks) can
