@@ -60,11 +60,11 @@ def _move16_of_usi() -> dict[str, int]:
     return {text.decode(): code for code, text in enumerate(table.tolist()) if text}
 
 
-def _index_sql(name: str) -> str:
-    """The schema's CREATE statement of index ``name``."""
+def _schema_sql(kind: str, name: str) -> str:
+    """The schema's CREATE statement of the index or trigger (``kind``) ``name``."""
     for step in MIGRATIONS:
         for statement in step:
-            if statement.strip().startswith(f"CREATE INDEX {name} "):
+            if statement.strip().startswith(f"CREATE {kind} {name} "):
                 return statement
     raise KeyError(name)
 
@@ -121,6 +121,7 @@ class BulkWriter:
             self._book_keys = array("Q")
             self.conn.execute("DROP INDEX IF EXISTS positions_zobrist")
         self.links: stored_links.LinkCounts | None = None
+        self._held_since_flush = 0
         self.moves_before = book.count_moves()
         self.positions_before = book.count_positions()
         self.next_id = int(self.conn.execute(
@@ -210,7 +211,15 @@ class BulkWriter:
             np.frombuffer(self._book_keys, dtype=np.uint64)[pids - first] = book_keys
         self._held.add(pids[local], move16.astype(np.uint16), ponder16.astype(np.uint16),
                        value.astype(np.int64), depth.astype(np.int64), count.astype(np.int64))
-        self.moves += len(local)
+        self._count_held(len(local))
+
+    def _count_held(self, count: int) -> None:
+        """Positions are written as often as when moves are not held: a batch of moves."""
+        self.moves += count
+        self._held_since_flush += count
+        if self._held_since_flush >= self.BATCH:
+            self._held_since_flush = 0
+            self.flush()
 
     def _hold_rows(self, ids: list[int], moves: list[tuple[Any, ...]], mask: int) -> None:
         """Moves given as text rows, held as columns (an empty book's load)."""
@@ -232,7 +241,7 @@ class BulkWriter:
             np.array([NULL if row[3] is None else row[3] for row in moves], dtype=np.int64),
             np.array([NULL if row[4] is None else row[4] for row in moves], dtype=np.int64),
             np.array([row[5] for row in moves], dtype=np.int64))
-        self.moves += len(moves)
+        self._count_held(len(moves))
         # (a book key per position is known only for positions given with add_columns)
         self._book_keys = None
 
@@ -242,7 +251,7 @@ class BulkWriter:
         self._book_keys = None
         if held is None:
             return
-        self.conn.execute(_index_sql("positions_zobrist"))
+        self.conn.execute(_schema_sql("INDEX", "positions_zobrist"))
         pid, move16, ponder, value, depth, count = held.take()
         usi = [None if not t else t.decode() for t in move16_usi(
             np.arange(1 << 16, dtype=np.uint16)).tolist()]
@@ -294,7 +303,7 @@ class BulkWriter:
         started_links = time.perf_counter()
         pid, move16, ponder, value, depth, count = self._held.take()
         self._held = None
-        self.conn.execute(_index_sql("positions_zobrist"))
+        self.conn.execute(_schema_sql("INDEX", "positions_zobrist"))
         # Duplicates (a position twice, a move twice): the merge rule keeps the first of
         # the deepest, then the most counted; each later better entry was an update.
         depth_key = np.where(depth == NULL, -1, depth)
@@ -363,7 +372,10 @@ class BulkWriter:
                 listed[i] = None
             return listed
 
+        # Built after the rows; the trigger that watches for new nodes (it costs a
+        # third of each insert) is not needed while the marker is not set.
         self.conn.execute("DROP INDEX IF EXISTS moves_child")
+        self.conn.execute("DROP TRIGGER IF EXISTS links_new_node")
         batch = 1 << 18
         for start in range(0, len(rows), batch):
             part = rows[start:start + batch]
@@ -376,7 +388,8 @@ class BulkWriter:
                     all_count[part].tolist(), nullable(all_child[part]),
                     all_run[part].tolist()))
             fault_point("import-moves-written")
-        self.conn.execute(_index_sql("moves_child"))
+        self.conn.execute(_schema_sql("INDEX", "moves_child"))
+        self.conn.execute(_schema_sql("TRIGGER", "links_new_node"))
         linked = int((all_child[:n_own] != NULL).sum())
         self.links = stored_links.LinkCounts(
             linked, n_links, link_run, time.perf_counter() - started_links)
