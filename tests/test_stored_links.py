@@ -215,3 +215,36 @@ def test_sigkill_during_a_scanning_refine_leaves_the_book(tmp_path):
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert book_content(book) == before
     assert not marked(book)
+
+
+def test_the_index_of_a_linked_book_resolves_nothing(tmp_path, monkeypatch):
+    """BookIndex plays no move of a book whose links are complete and whose every
+    position has moves; it finds the same children as by playing them."""
+    from bookgen.store import Book, MoveRows, index as store_index
+    from bookgen.store.index import BookIndex, IndexSpec
+
+    book = import_book(tmp_path, shuffle_book(91, positions=40))
+    unlinked = tmp_path / "unlinked.sqlite"
+    shutil.copy(book, unlinked)
+    forget_links(unlinked)
+
+    def children(path: Path) -> set[tuple[str, str, str]]:
+        with Book(path, create=False, readonly=True) as store:
+            index = BookIndex.load(store, IndexSpec(rows=MoveRows.OWN))
+            sfens = dict(index.sfen)
+            found = set()
+            for pid in index.ids.tolist():
+                for edge in index.edges[pid]:
+                    if edge.child is not None:
+                        found.add((sfens[pid], edge.move, sfens[edge.child]))
+            return found
+
+    by_playing = children(unlinked)
+
+    def no_resolution(*args, **kwargs):
+        raise AssertionError("played the moves of a linked book")
+
+    monkeypatch.setattr(store_index, "resolve_children", no_resolution)
+    assert by_playing and children(book) == by_playing
+    with pytest.raises(AssertionError):
+        children(unlinked)

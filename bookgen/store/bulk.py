@@ -74,13 +74,13 @@ class _MoveColumns:
     move16, ponder (move16, 0: none), value, depth (:data:`NULL`: none), count."""
 
     def __init__(self) -> None:
-        self.parts: list[tuple[np.ndarray, ...]] = []
+        self.parts: list[list[np.ndarray | None]] = []
 
     def add(self, *columns: np.ndarray) -> None:
-        self.parts.append(columns)
+        self.parts.append(list(columns))
 
     def __len__(self) -> int:
-        return sum(len(part[0]) for part in self.parts)
+        return sum(len(part[0]) for part in self.parts if part[0] is not None)
 
     def take(self) -> tuple[np.ndarray, ...]:
         """The columns, concatenated (and emptied here)."""
@@ -88,7 +88,12 @@ class _MoveColumns:
         if not parts:
             return (np.zeros(0, np.int64), np.zeros(0, np.uint16), np.zeros(0, np.uint16),
                     np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-        return tuple(np.concatenate([part[i] for part in parts]) for i in range(6))
+        columns = []
+        for i in range(6):      # a column at a time, its parts freed as it is joined
+            columns.append(np.concatenate([part[i] for part in parts]))
+            for part in parts:
+                part[i] = None
+        return tuple(columns)
 
 
 class BulkWriter:
@@ -308,19 +313,27 @@ class BulkWriter:
         # the deepest, then the most counted; each later better entry was an update.
         depth_key = np.where(depth == NULL, -1, depth)
         order = np.lexsort((np.arange(len(pid)), -count, -depth_key, move16, pid))
-        pid, move16, ponder, value, depth, count, depth_key = (
-            c[order] for c in (pid, move16, ponder, value, depth, count, depth_key))
+        pid = pid[order]       # (one column at a time: each old one freed at once)
+        move16 = move16[order]
+        ponder = ponder[order]
+        value = value[order]
+        depth = depth[order]
+        count = count[order]
+        depth_key = depth_key[order]
         key = (pid << 16) | move16.astype(np.int64)
         first = np.ones(len(key), dtype=bool)
         first[1:] = key[1:] != key[:-1]
         updates = self._updates(order, key, depth_key, count, first)
-        pid, move16, ponder, value, depth, count, key = (
-            c[first] for c in (pid, move16, ponder, value, depth, count, key))
-        del order, depth_key, first
+        del order, depth_key
+        if not first.all():
+            pid, move16, ponder, value = pid[first], move16[first], ponder[first], value[first]
+            depth, count, key = depth[first], count[first], key[first]
+        del first
         # The links between nodes (positions with moves).
         nodes = np.unique(pid)
         first_id = self.next_id - len(self.ids)
         sfens = list(self.ids)
+        self.ids = {}
         node_sfens = [sfens[i] for i in (nodes - first_id).tolist()]
         del sfens
         keys = None
@@ -376,7 +389,7 @@ class BulkWriter:
         # third of each insert) is not needed while the marker is not set.
         self.conn.execute("DROP INDEX IF EXISTS moves_child")
         self.conn.execute("DROP TRIGGER IF EXISTS links_new_node")
-        batch = 1 << 18
+        batch = 1 << 16
         for start in range(0, len(rows), batch):
             part = rows[start:start + batch]
             self.conn.executemany(
