@@ -248,3 +248,21 @@ def test_the_index_of_a_linked_book_resolves_nothing(tmp_path, monkeypatch):
     assert by_playing and children(book) == by_playing
     with pytest.raises(AssertionError):
         children(unlinked)
+
+
+def test_a_version_2_book_migrates_without_the_marker(tmp_path):
+    """Version 3 adds the trigger; a migrated book has no marker until a refine or an
+    import stores its links."""
+    book = import_book(tmp_path, shuffle_book(95, positions=20))
+    forget_links(book)
+    conn = sqlite3.connect(book)
+    with conn:
+        conn.execute("DROP TRIGGER links_new_node")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    refine_both_ways(book)
+    conn = sqlite3.connect(book)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_new_node'").fetchone()
+    conn.close()
