@@ -18,18 +18,21 @@ import sqlite3
 import time
 from array import array
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from bookgen.arrays import NULL
 from bookgen.signals import fault_point
-from bookgen.store import stored_links
 from bookgen.store.book import Book
 from bookgen.store.connection import readonly_uris
-from bookgen.store.legal_edges import find_legal_edges, move16_usi
 from bookgen.store.own_moves import LINK_COMMAND, own_rows_sql
 from bookgen.store.schema import MIGRATIONS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from bookgen.store.stored_links import LinkCounts
+
+# numpy, the legal moves and the links are imported where they are used: the store's
+# package (and so every command's --help) loads no numpy.
 
 __all__ = ["MOVE_UPSERT_SQL", "PLY_UPSERT_SQL", "BulkWriter", "attach_source", "merge_attached"]
 
@@ -56,6 +59,10 @@ PLY_UPSERT_SQL = """
 @cache
 def _move16_of_usi() -> dict[str, int]:
     """cshogi's move16 of each USI move text."""
+    import numpy as np
+
+    from bookgen.store.legal_edges import move16_usi
+
     table = move16_usi(np.arange(1 << 16, dtype=np.uint16))
     return {text.decode(): code for code, text in enumerate(table.tolist()) if text}
 
@@ -84,6 +91,8 @@ class _MoveColumns:
 
     def take(self) -> tuple[np.ndarray, ...]:
         """The columns, concatenated (and emptied here)."""
+        import numpy as np
+
         parts, self.parts = self.parts, []
         if not parts:
             return (np.zeros(0, np.int64), np.zeros(0, np.uint16), np.zeros(0, np.uint16),
@@ -125,7 +134,7 @@ class BulkWriter:
             self._held = _MoveColumns()
             self._book_keys = array("Q")
             self.conn.execute("DROP INDEX IF EXISTS positions_zobrist")
-        self.links: stored_links.LinkCounts | None = None
+        self.links: LinkCounts | None = None
         self._held_since_flush = 0
         self.moves_before = book.count_moves()
         self.positions_before = book.count_positions()
@@ -193,6 +202,11 @@ class BulkWriter:
         ``book_key``, unsigned), and their moves as columns: the index among
         ``positions``, move16, ponder as move16 (0: none), value and depth
         (:data:`~bookgen.arrays.NULL`: none), count."""
+        import numpy as np
+
+        from bookgen.arrays import NULL
+        from bookgen.store.legal_edges import move16_usi
+
         add_position = self.add_position
         ids = [add_position(sfen, zobrist, ply, turn)
                for _local, sfen, zobrist, ply, turn in positions]
@@ -228,6 +242,10 @@ class BulkWriter:
 
     def _hold_rows(self, ids: list[int], moves: list[tuple[Any, ...]], mask: int) -> None:
         """Moves given as text rows, held as columns (an empty book's load)."""
+        import numpy as np
+
+        from bookgen.arrays import NULL
+
         assert self._held is not None
         codes = _move16_of_usi()
         try:
@@ -252,6 +270,11 @@ class BulkWriter:
 
     def _release(self) -> None:
         """Stop holding moves: the held ones go to the row-by-row writer."""
+        import numpy as np
+
+        from bookgen.arrays import NULL
+        from bookgen.store.legal_edges import move16_usi
+
         held, self._held = self._held, None
         self._book_keys = None
         if held is None:
@@ -292,6 +315,8 @@ class BulkWriter:
     def finish(self) -> tuple[int, int, int]:
         """Write what is buffered and make the book's links complete (:attr:`links`
         says what that wrote); returns (positions added, moves added, moves updated)."""
+        from bookgen.store import stored_links
+
         self.flush()
         if self._held is not None:
             return self._finish_held()
@@ -304,6 +329,12 @@ class BulkWriter:
     def _finish_held(self) -> tuple[int, int, int]:
         """An empty book's load: every move once (the merge rule among duplicates),
         linked, with the other legal moves between nodes as link rows, in key order."""
+        import numpy as np
+
+        from bookgen.arrays import NULL
+        from bookgen.store import stored_links
+        from bookgen.store.legal_edges import find_legal_edges, move16_usi
+
         assert self._held is not None
         started_links = time.perf_counter()
         pid, move16, ponder, value, depth, count = self._held.take()
@@ -420,6 +451,8 @@ class BulkWriter:
                  count: np.ndarray, first: np.ndarray) -> int:
         """How many entries replaced an earlier one of the same move by the merge rule
         (rows sorted by key, then best first; ``order``: their arrival)."""
+        import numpy as np
+
         starts = np.flatnonzero(first)
         sizes = np.diff(np.append(starts, len(key)))
         updates = 0
