@@ -340,26 +340,21 @@ class BulkWriter:
         pid, move16, ponder, value, depth, count = self._held.take()
         self._held = None
         self.conn.execute(_schema_sql("INDEX", "positions_zobrist"))
-        # Duplicates (a position twice, a move twice): the merge rule keeps the first of
-        # the deepest, then the most counted; each later better entry was an update.
-        depth_key = np.where(depth == NULL, -1, depth)
-        order = np.lexsort((np.arange(len(pid)), -count, -depth_key, move16, pid))
-        pid = pid[order]       # (one column at a time: each old one freed at once)
-        move16 = move16[order]
-        ponder = ponder[order]
-        value = value[order]
-        depth = depth[order]
-        count = count[order]
-        depth_key = depth_key[order]
+        # By (position, move16), in arrival order among duplicates (a position twice,
+        # a move twice), which the merge rule settles.
         key = (pid << 16) | move16.astype(np.int64)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
         first = np.ones(len(key), dtype=bool)
         first[1:] = key[1:] != key[:-1]
-        updates = self._updates(order, key, depth_key, count, first)
-        del order, depth_key
+        updates = 0
         if not first.all():
-            pid, move16, ponder, value = pid[first], move16[first], ponder[first], value[first]
-            depth, count, key = depth[first], count[first], key[first]
+            order, updates = self._merge_duplicates(order, first, depth, count)
+            key = key[first]
         del first
+        pid, move16, ponder = pid[order], move16[order], ponder[order]
+        value, depth, count = value[order], depth[order], count[order]
+        del order
         # The links between nodes (positions with moves).
         nodes = np.unique(pid)
         first_id = self.next_id - len(self.ids)
@@ -373,42 +368,30 @@ class BulkWriter:
             self._book_keys = None
         legal = find_legal_edges(node_sfens, self.workers, keys)
         del node_sfens, keys
-        edge_pid, edge_child = nodes[legal.source], nodes[legal.target]
-        edge_key = (edge_pid << 16) | legal.move16.astype(np.int64)
-        edge_move = legal.move16
-        del legal
+        edge_key = (nodes[legal.source] << 16) | legal.move16.astype(np.int64)
+        edge_child = nodes[legal.target]
+        del legal, nodes
         at = np.minimum(np.searchsorted(key, edge_key), max(len(key) - 1, 0))
         own = key[at] == edge_key if len(key) else np.zeros(len(edge_key), dtype=bool)
         child = np.full(len(key), NULL, dtype=np.int64)
         child[at[own]] = edge_child[own]
-        link = ~own
-        n_links = int(link.sum())
+        link_key, link_child = edge_key[~own], edge_child[~own]
+        del at, own, edge_key, edge_child
+        n_own, n_links = len(key), len(link_key)
         link_run = (self.book.begin_run(LINK_COMMAND, {"after_run": self.run_id})
                     if n_links else None)
-        # Every row, in key order: (position id, the move's rank as text).
-        all_pid = np.concatenate([pid, edge_pid[link]])
-        all_move = np.concatenate([move16, edge_move[link]])
-        codes, move_index = np.unique(all_move, return_inverse=True)
-        texts = move16_usi(codes)
+        # Every row in key order: (position id, the move as text). Rows below n_own
+        # are the book's moves, the others link rows.
+        all_key = np.concatenate([key, link_key])
+        del key
+        codes, move_index = np.unique(all_key & 0xFFFF, return_inverse=True)
+        texts = move16_usi(codes.astype(np.uint16))
         rank = np.empty(len(codes), dtype=np.int64)
         rank[np.argsort(texts, kind="stable")] = np.arange(len(codes))
-        rows = np.lexsort((rank[move_index], all_pid))
+        rows = np.lexsort((rank[move_index], all_key >> 16))
         names = [t.decode() for t in texts.tolist()]
         ponder_names = [None if not t else t.decode() for t in move16_usi(
             np.arange(1 << 16, dtype=np.uint16)).tolist()]
-        n_own = len(pid)
-
-        def column(own_part: np.ndarray, link_part: Any) -> np.ndarray:
-            return np.concatenate([own_part, np.full(n_links, link_part, dtype=np.int64)])
-
-        all_child = np.concatenate([child, edge_child[link]])
-        all_value = column(value, NULL)
-        all_depth = column(depth, NULL)
-        all_count = column(count, 0)
-        all_ponder = np.concatenate([ponder, np.zeros(n_links, dtype=np.uint16)])
-        all_run = column(np.full(n_own, self.run_id, dtype=np.int64),
-                         link_run if link_run is not None else 0)
-        del pid, move16, ponder, value, depth, count, child, key, edge_key
 
         def nullable(values: np.ndarray) -> list[Any]:
             listed = values.tolist()
@@ -423,18 +406,25 @@ class BulkWriter:
         batch = 1 << 16
         for start in range(0, len(rows), batch):
             part = rows[start:start + batch]
+            mine = part < n_own
+            at = np.where(mine, part, 0)
+            link_at = np.where(mine, 0, part - n_own)
             self.conn.executemany(
                 "INSERT INTO moves(position_id, move, ponder, value, depth, count, child_id, "
                 "run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                zip(all_pid[part].tolist(), [names[i] for i in move_index[part].tolist()],
-                    [ponder_names[p] for p in all_ponder[part].tolist()],
-                    nullable(all_value[part]), nullable(all_depth[part]),
-                    all_count[part].tolist(), nullable(all_child[part]),
-                    all_run[part].tolist()))
+                zip((all_key[part] >> 16).tolist(),
+                    [names[i] for i in move_index[part].tolist()],
+                    [ponder_names[p] for p in np.where(mine, ponder[at], 0).tolist()],
+                    nullable(np.where(mine, value[at], NULL)),
+                    nullable(np.where(mine, depth[at], NULL)),
+                    np.where(mine, count[at], 0).tolist(),
+                    nullable(np.where(mine, child[at], link_child[link_at] if n_links
+                                      else NULL)),
+                    np.where(mine, self.run_id, link_run or 0).tolist()))
             fault_point("import-moves-written")
         self.conn.execute(_schema_sql("INDEX", "moves_child"))
         self.conn.execute(_schema_sql("TRIGGER", "links_new_node"))
-        linked = int((all_child[:n_own] != NULL).sum())
+        linked = int((child != NULL).sum())
         self.links = stored_links.LinkCounts(
             linked, n_links, link_run, time.perf_counter() - started_links)
         if link_run is not None:
@@ -447,24 +437,32 @@ class BulkWriter:
         return positions_added, n_own, updates
 
     @staticmethod
-    def _updates(order: np.ndarray, key: np.ndarray, depth_key: np.ndarray,
-                 count: np.ndarray, first: np.ndarray) -> int:
-        """How many entries replaced an earlier one of the same move by the merge rule
-        (rows sorted by key, then best first; ``order``: their arrival)."""
+    def _merge_duplicates(order: np.ndarray, first: np.ndarray, depth: np.ndarray,
+                          count: np.ndarray) -> tuple[np.ndarray, int]:
+        """The row that stays of each (position, move): of the entries in arrival
+        order (``order`` sorted by key, ``first`` marking each key's first), the merge
+        rule keeps the first, replaced by each later one that is deeper, or as deep
+        with a greater count. Returns the kept rows (in key order) and how many
+        replacements that took."""
         import numpy as np
 
+        from bookgen.arrays import NULL
+
         starts = np.flatnonzero(first)
-        sizes = np.diff(np.append(starts, len(key)))
+        stops = np.append(starts[1:], len(order))
+        kept = order[starts].copy()
         updates = 0
-        for start, size in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist()):
-            group = sorted(range(start, start + size), key=lambda r: int(order[r]))
-            best = (int(depth_key[group[0]]), int(count[group[0]]))
-            for r in group[1:]:
-                mine = (int(depth_key[r]), int(count[r]))
-                if mine > best:
-                    best = mine
+        for group in np.flatnonzero(stops - starts > 1).tolist():
+            rows = order[starts[group]:stops[group]].tolist()
+            best = rows[0]
+            best_key = (-1 if depth[best] == NULL else int(depth[best]), int(count[best]))
+            for row in rows[1:]:
+                row_key = (-1 if depth[row] == NULL else int(depth[row]), int(count[row]))
+                if row_key > best_key:
+                    best, best_key = row, row_key
                     updates += 1
-        return updates
+            kept[group] = best
+        return kept, updates
 
 
 # -- merging another book ---------------------------------------------------------------
