@@ -266,3 +266,29 @@ def test_a_version_2_book_migrates_without_the_marker(tmp_path):
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_new_node'").fetchone()
     conn.close()
+
+
+def test_a_load_with_a_text_that_is_no_move_goes_row_by_row(tmp_path):
+    """A ponder text cshogi has no move16 for: the held moves go to the row-by-row
+    writer, and the links are still stored."""
+    import cshogi
+
+    from bookgen.store import Book
+
+    board = cshogi.Board()
+    start = board.sfen().rsplit(" ", 1)[0]
+    board.push_usi("7g7f")
+    after = board.sfen().rsplit(" ", 1)[0]
+    path = tmp_path / "book.sqlite"
+    with Book(path) as book, book.transaction():
+        run = book.begin_run("import", {})
+        writer = BulkWriter(book, run)
+        writer.add_rows([(0, start, 1, 1, 0), (1, after, 2, 2, 1)],
+                        [(0, "2g2f", "8c8d", 10, 1, 1), (1, "3c3d", None, 5, 1, 1)])
+        writer.add_rows([(0, start, 1, 1, 0)], [(0, "1g1f", "pass", 3, 1, 1)])
+        assert writer.finish() == (2, 3, 0)
+        book.end_run(run)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT ponder FROM moves WHERE move = '1g1f'").fetchone() == ("pass",)
+    conn.close()
+    assert_complete(path)
