@@ -544,9 +544,14 @@ def side_to_move_in_check(sfens: Sequence[str], block: int = 1 << 16) -> np.ndar
     result = np.zeros(len(sfens), dtype=bool)
     for start in range(0, len(sfens), block):
         part = sfens[start:start + block]
-        fields = [sfen.split(" ", 2) for sfen in part]
-        turns = np.fromiter((f[1] == "w" for f in fields), dtype=np.int8, count=len(part))
-        rows = _rows(ranks, "/".join(f[0] for f in fields).encode("ascii").split(b"/"))
+        tokens = " ".join(part).split(" ")      # one split for the block, in C
+        if len(tokens) == 3 * len(part):         # board turn hands, as the book stores them
+            boards, turn_marks = tokens[0::3], tokens[1::3]
+        else:
+            fields = [sfen.split(" ", 2) for sfen in part]
+            boards, turn_marks = [f[0] for f in fields], [f[1] for f in fields]
+        turns = (np.array(turn_marks) == "w").astype(np.int8)
+        rows = _rows(ranks, "/".join(boards).encode("ascii").split(b"/"))
         if len(ranks.squares) != len(squares_table):   # ranks seen for the first time
             squares_table = np.array(ranks.squares, dtype=np.int8)
         squares = squares_table[rows].reshape(len(part), 9, 9)

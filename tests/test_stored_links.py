@@ -292,3 +292,31 @@ def test_a_load_with_a_text_that_is_no_move_goes_row_by_row(tmp_path):
     assert conn.execute("SELECT ponder FROM moves WHERE move = '1g1f'").fetchone() == ("pass",)
     conn.close()
     assert_complete(path)
+
+
+def test_side_to_move_in_check_agrees_with_cshogi():
+    """The vectorised check test refine reads from the boards of a linked book."""
+    import random
+
+    import cshogi
+    import numpy as np
+
+    from bookgen.position import side_to_move_in_check
+
+    rng = random.Random(13)
+    board = cshogi.Board()
+    sfens, checks = [], []
+    for _game in range(60):
+        board.reset()
+        for _ply in range(rng.randint(1, 120)):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            checking = [m for m in moves if board.is_check() or rng.random() < 0.05]
+            board.push(rng.choice(checking or moves))
+            sfens.append(board.sfen().rsplit(" ", 1)[0])
+            checks.append(board.is_check())
+    assert 0 < sum(checks) < len(checks)
+    assert side_to_move_in_check(sfens, block=97).tolist() == checks
+    assert side_to_move_in_check([s + " 1" for s in sfens]).tolist() == checks   # move numbers
+    assert side_to_move_in_check([]).tolist() == np.zeros(0, dtype=bool).tolist()
