@@ -39,10 +39,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bookgen.arrays import NULL
+from bookgen.arrays import NULL, trim_memory
 from bookgen.formats.move16 import usi_to_move16
 from bookgen.position import side_to_move_in_check
 from bookgen.store import Book, MoveRows, ValueColumn
+from bookgen.store.columns import load_sfens
 from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.store.legal_edges import find_legal_edges, move16_usi
 from bookgen.store.stored_links import links_complete
@@ -140,6 +141,13 @@ def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray,
     return index.ids[rows], sfens, index.column("turn")[rows].astype(np.int8), moves
 
 
+# What the graph reads of a book whose links are complete: the same, but the sfens
+# (read apart, for the checks only, and freed at once).
+LINKS_INDEX = IndexSpec(positions=frozenset({"turn"}), rows=MoveRows.ALL,
+                        values=(ValueColumn.RAW,), edges=frozenset({"count", "own"}),
+                        resolve_children=False, sfens=False)
+
+
 # -- building ----------------------------------------------------------------------
 
 
@@ -160,13 +168,16 @@ def graph_from_links(book: Book, started: float | None = None) -> MinimaxGraph:
     :func:`graph_from_rows` finds by its scan (the same options in the same order),
     read from the stored ``child_id`` of every ``moves`` row."""
     started = time.perf_counter() if started is None else started
-    index = BookIndex.load(book, MINIMAX_INDEX)
+    index = BookIndex.load(book, LINKS_INDEX)
     rows = np.flatnonzero(index.has_moves)
     node_of_row = np.full(len(index.ids) + 1, -1, dtype=np.int64)   # [-1]: no child
     node_of_row[rows] = np.arange(len(rows))
-    every_sfen = index.sfens()
+    every_sfen = load_sfens(book.conn)   # (the caller's read snapshot: the index's rows)
+    if len(every_sfen) != len(index.ids):
+        raise RuntimeError("the book changed while it was read")
     in_check = side_to_move_in_check([every_sfen[row] for row in rows.tolist()])
-    del every_sfen
+    del every_sfen    # needed for nothing else: freed before the graph is built
+    trim_memory()
     count = len(rows)
     source = node_of_row[index.edge_rows()]
     target = node_of_row[index.edge_child].astype(np.int32)
