@@ -530,3 +530,30 @@ def move_rules_hold(move16: np.ndarray, move32: np.ndarray, black: np.ndarray) -
     stuck = ((((kind == cshogi.PAWN) | (kind == cshogi.LANCE)) & (to_rank == last))
              | ((kind == cshogi.KNIGHT) & np.where(black, to_rank <= 1, to_rank >= 7)))
     return np.where(promote & ~drop, promotion, ~stuck)
+
+
+def side_to_move_in_check(sfens: Sequence[str], block: int = 1 << 16) -> np.ndarray:
+    """Whether the side to move is in check, for valid positions given as normalised
+    sfens (``board turn hands``, a move number allowed), without a board per position:
+    the boards are read through the rank table of :func:`screen_sfens`."""
+    global _RANK_TABLE
+    if len(_RANK_TABLE) > 1 << 16:
+        _RANK_TABLE = _Ranks()
+    ranks = _RANK_TABLE
+    squares_table = np.array(ranks.squares, dtype=np.int8)
+    result = np.zeros(len(sfens), dtype=bool)
+    for start in range(0, len(sfens), block):
+        part = sfens[start:start + block]
+        tokens = " ".join(part).split(" ")      # one split for the block, in C
+        if len(tokens) == 3 * len(part):         # board turn hands, as the book stores them
+            boards, turn_marks = tokens[0::3], tokens[1::3]
+        else:
+            fields = [sfen.split(" ", 2) for sfen in part]
+            boards, turn_marks = [f[0] for f in fields], [f[1] for f in fields]
+        turns = (np.array(turn_marks) == "w").astype(np.int8)
+        rows = _rows(ranks, "/".join(boards).encode("ascii").split(b"/"))
+        if len(ranks.squares) != len(squares_table):   # ranks seen for the first time
+            squares_table = np.array(ranks.squares, dtype=np.int8)
+        squares = squares_table[rows].reshape(len(part), 9, 9)
+        result[start:start + len(part)] = opponent_in_check(squares, 1 - turns)
+    return result

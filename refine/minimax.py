@@ -32,7 +32,7 @@ from bookgen.refine.minimax_graph import MinimaxGraph, build_graph
 from bookgen.refine.negascout import negascout
 from bookgen.refine.retrograde import DEPTH_INF, Propagation, analyse, retrograde
 from bookgen.signals import fault_point
-from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, queries, writes
+from bookgen.store import DEFAULT_BOOK, REFINE_MINIMAX_COMMAND, Book, queries, stored_links, writes
 from bookgen.values import DrawValues
 
 __all__ = ["METHODS", "MinimaxSeconds", "MinimaxSettings", "MinimaxSummary", "peak_memory_mb",
@@ -82,12 +82,15 @@ def _depths(depths: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class MinimaxSettings:
     """How ``refine minimax`` solves the book graph: ``method`` (:data:`METHODS`),
-    the draw values of repetitions (per mille of a win) and the processes that
-    scan for transpositions (``scan_workers``; None: up to 2)."""
+    the draw values of repetitions (per mille of a win), the processes that
+    scan for transpositions (``scan_workers``; None: up to 2) and whether to scan
+    even when the book's stored links are complete (``rescan_links``; the result
+    is the same)."""
 
     method: str = "retrograde"
     draws: DrawValues = field(default_factory=DrawValues)
     scan_workers: int | None = None
+    rescan_links: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -171,7 +174,7 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, settings: MinimaxSettings | 
         queries.begin(store.conn)      # one read snapshot for the whole graph
         try:
             version = queries.data_version(store.conn)
-            graph = build_graph(store, settings.scan_workers)
+            graph = build_graph(store, settings.scan_workers, rescan=settings.rescan_links)
         finally:
             queries.commit(store.conn)
         result = solve(graph, settings)
@@ -187,6 +190,8 @@ def refine_minimax(book: str | Path = DEFAULT_BOOK, settings: MinimaxSettings | 
                                    "nothing written, run it again")
             run_id = store.begin_run(REFINE_MINIMAX_COMMAND, settings.params())
             written = write_results(store, graph, result, run_id)
+            # Every legal edge between nodes is now a linked row.
+            stored_links.mark_links_complete(store.conn)
             counts: dict[str, Any] = {**graph.counts(), **result.counts, **written}
             counts["seconds"] = {"graph": round(graph.seconds, 3),
                                  "propagate": round(result.seconds, 3),

@@ -14,6 +14,12 @@ between nodes come from :func:`bookgen.store.legal_edges.find_legal_edges`
 material and, for shared keys, by sfen), spread over worker processes for
 large books.
 
+A book whose links are complete (:mod:`bookgen.store.stored_links`) already
+stores every one of those edges as a linked ``moves`` row: the graph is then
+read from the links (:func:`graph_from_links`), with no legal move generated,
+and whether each node's side to move is in check is read from its board
+(:func:`bookgen.position.side_to_move_in_check`).
+
 Options are stored in CSR form: the options of node ``i`` are
 ``indptr[i]:indptr[i + 1]`` of the per-option arrays.
 
@@ -33,15 +39,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bookgen.arrays import NULL
+from bookgen.arrays import NULL, trim_memory
 from bookgen.formats.move16 import usi_to_move16
+from bookgen.position import side_to_move_in_check
 from bookgen.store import Book, MoveRows, ValueColumn
+from bookgen.store.columns import load_sfens
 from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.store.legal_edges import find_legal_edges, move16_usi
+from bookgen.store.stored_links import links_complete
 from bookgen.values import MATE_VALUE
 
 __all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph",
-           "graph_from_rows"]
+           "graph_from_links", "graph_from_rows"]
 
 KIND_LEAF = 0          # book move whose child is not a book position with moves
 KIND_BOOK_EDGE = 1     # book move into a node
@@ -132,14 +141,87 @@ def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray,
     return index.ids[rows], sfens, index.column("turn")[rows].astype(np.int8), moves
 
 
+# What the graph reads of a book whose links are complete: the same, but the sfens
+# (read apart, for the checks only, and freed at once).
+LINKS_INDEX = IndexSpec(positions=frozenset({"turn"}), rows=MoveRows.ALL,
+                        values=(ValueColumn.RAW,), edges=frozenset({"count", "own"}),
+                        resolve_children=False, sfens=False)
+
+
 # -- building ----------------------------------------------------------------------
 
 
-def build_graph(book: Book, workers: int | None = None) -> MinimaxGraph:
-    """Read ``book`` and find all its edges, transpositions included."""
+def build_graph(book: Book, workers: int | None = None, *, rescan: bool = False
+                ) -> MinimaxGraph:
+    """Read ``book`` and find all its edges, transpositions included: from its stored
+    links when they are complete (unless ``rescan``), else by a scan of the legal
+    moves."""
     started = time.perf_counter()
+    if not rescan and links_complete(book.conn):
+        return graph_from_links(book, started)
     position_ids, sfens, turn, move_rows = _read_book(book)
     return graph_from_rows(position_ids, sfens, turn, move_rows, workers, started)
+
+
+def graph_from_links(book: Book, started: float | None = None) -> MinimaxGraph:
+    """The graph of a book whose links are complete: the same graph
+    :func:`graph_from_rows` finds by its scan (the same options in the same order),
+    read from the stored ``child_id`` of every ``moves`` row."""
+    started = time.perf_counter() if started is None else started
+    index = BookIndex.load(book, LINKS_INDEX)
+    rows = np.flatnonzero(index.has_moves)
+    node_of_row = np.full(len(index.ids) + 1, -1, dtype=np.int64)   # [-1]: no child
+    node_of_row[rows] = np.arange(len(rows))
+    every_sfen = load_sfens(book.conn)   # (the caller's read snapshot: the index's rows)
+    if len(every_sfen) != len(index.ids):
+        raise RuntimeError("the book changed while it was read")
+    in_check = side_to_move_in_check([every_sfen[row] for row in rows.tolist()])
+    del every_sfen    # needed for nothing else: freed before the graph is built
+    trim_memory()
+    count = len(rows)
+    source = node_of_row[index.edge_rows()]
+    target = node_of_row[index.edge_child].astype(np.int32)
+    move16 = usi_to_move16(index.move_names)[index.edge_move]
+    value = index.value_column()
+    assert index.edge_count is not None
+    own = index.own_mask().astype(bool)
+    # Transposition rows into nodes are the transposition edges (by move, as the scan
+    # orders them); those into other positions no longer are edges.
+    links = np.flatnonzero(~own & (target >= 0))
+    links = links[np.lexsort((move16[links], source[links]))]
+    stale_rows = np.flatnonzero(~own & (target < 0))
+    stale = [(int(index.ids[rows[source[i]]]), move16_usi(move16[i:i + 1])[0].decode())
+             for i in stale_rows.tolist()]
+    real = np.flatnonzero(own)
+    order = np.argsort(np.concatenate([source[real], source[links]]), kind="stable")
+    indptr = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(source[real], minlength=count)
+              + np.bincount(source[links], minlength=count), out=indptr[1:])
+    n_links = len(links)
+
+    def arranged(book_part: np.ndarray, link_part: np.ndarray) -> np.ndarray:
+        return np.concatenate([book_part, link_part])[order]
+
+    book_target = target[real]
+    graph = MinimaxGraph(
+        position_ids=index.ids[rows], turn=index.column("turn")[rows].astype(np.int8),
+        in_check=in_check, indptr=indptr,
+        target=arranged(book_target, target[links]),
+        kind=arranged(np.where(book_target >= 0, KIND_BOOK_EDGE, KIND_LEAF).astype(np.int8),
+                      np.full(n_links, KIND_TRANSPOSITION, dtype=np.int8)),
+        value=arranged(np.clip(np.where(value[real] == NULL, 0, value[real]),
+                               -MATE_VALUE, MATE_VALUE).astype(np.int32),
+                       np.zeros(n_links, dtype=np.int32)),
+        count=arranged(index.edge_count[real].astype(np.int64),
+                       np.zeros(n_links, dtype=np.int64)),
+        move16=arranged(move16[real], move16[links]),
+        stored=np.ones(len(real) + n_links, dtype=bool),
+        child_linked=arranged(index.edge_linked[real].astype(bool),
+                              np.ones(n_links, dtype=bool)),
+        row=arranged(real.astype(np.int32), np.full(n_links, -1, dtype=np.int32)),
+        stale_transpositions=stale)
+    graph.seconds = time.perf_counter() - started
+    return graph
 
 
 def graph_from_rows(position_ids: np.ndarray, sfens: Sequence[str], turn: np.ndarray,

@@ -212,8 +212,14 @@ def parse_db2016(text: str) -> ParsedDb2016:
 # books
 
 
+# A transposition row an import or merge stored (the own-moves rule of docs/schema.md).
+LINK_ROW = ("(m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IN "
+            "(SELECT id FROM runs WHERE command = 'link'))")
+
+
 def dump_book(path: Path) -> dict[str, list[tuple]]:
-    """Positions, moves, runs and meta of a book, read with plain sqlite3."""
+    """Positions, moves (the book's own: not the link rows of imports and merges),
+    link rows, runs (the link runs apart) and meta of a book, read with plain sqlite3."""
     # Read-write connection in query_only mode: closing it checkpoints and
     # removes the WAL files, so a dumped book can be copied as one file.
     conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=rw", uri=True)
@@ -224,9 +230,18 @@ def dump_book(path: Path) -> dict[str, list[tuple]]:
                 "SELECT sfen, zobrist, ply, turn FROM positions ORDER BY sfen").fetchall(),
             "moves": conn.execute(
                 "SELECT p.sfen, m.move, m.ponder, m.value, m.depth, m.count "
-                "FROM moves m JOIN positions p ON p.id = m.position_id "
+                f"FROM moves m JOIN positions p ON p.id = m.position_id WHERE NOT {LINK_ROW} "
                 "ORDER BY p.sfen, m.move").fetchall(),
-            "runs": conn.execute("SELECT * FROM runs ORDER BY id").fetchall(),
+            # the transposition rows imports and merges store (their link runs)
+            "links": conn.execute(
+                "SELECT p.sfen, m.move, c.sfen FROM moves m "
+                "JOIN positions p ON p.id = m.position_id "
+                f"LEFT JOIN positions c ON c.id = m.child_id WHERE {LINK_ROW} "
+                "ORDER BY p.sfen, m.move").fetchall(),
+            "runs": conn.execute(
+                "SELECT * FROM runs WHERE command <> 'link' ORDER BY id").fetchall(),
+            "link_runs": conn.execute(
+                "SELECT * FROM runs WHERE command = 'link' ORDER BY id").fetchall(),
             "meta": conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
         }
     finally:

@@ -327,7 +327,8 @@ def test_merge_rules(tmp_path):
     assert result["moves_updated"] == 4        # B: 7g7f, 2g2f, 6g6f; C: after/3c3d
     runs = dump_book(out)["runs"]
     assert len(runs) == 1 and json.loads(runs[0][2])["sources"] == [str(b) for b in books]
-    assert json.loads(runs[0][10]) == {"sources": 3}      # counts column
+    counts = json.loads(runs[0][10])                      # counts column
+    assert counts["sources"] == 3 and set(counts) == {"sources", "links"}
     # Inputs are not modified.
     assert book_entries(books[0]) == {
         (START_KEY, "7g7f", "3c3d", 30, 10, 5), (START_KEY, "2g2f", "8c8d", 20, 5, 100),

@@ -25,7 +25,7 @@ from bookgen.refine.minimax import MinimaxSettings, refine_minimax
 from conftest import generate_blocks, small_grow, write_db2016
 
 OWN = ("NOT (m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT NULL "
-       "AND m.run_id IN (SELECT id FROM main.runs WHERE command = 'refine minimax'))")
+       "AND m.run_id IN (SELECT id FROM main.runs WHERE command IN ('refine minimax', 'link')))")
 
 
 # ---------------------------------------------------------------- the old implementation

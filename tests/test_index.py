@@ -25,10 +25,11 @@ from bookgen.refine.minimax import MinimaxSettings, refine_minimax
 from bookgen.store import Book, MoveRows, ValueColumn, columns as store_columns, open_book_snapshot
 from bookgen.store.index import BookIndex, IndexSpec
 from conftest import key_of, small_grow, write_db2016
+from linkcheck import forget_links
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
 TRANSPOSITION = ("m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IN "
-                 "(SELECT id FROM runs WHERE command = 'refine minimax')")
+                 "(SELECT id FROM runs WHERE command IN ('refine minimax', 'link'))")
 
 
 def after(*moves: str) -> str:
@@ -59,6 +60,7 @@ def books(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("index")
     imported = root / "imported.sqlite"
     import_books(imported, [write_db2016(root / "tree.db", tree_blocks())], progress=False)
+    forget_links(imported)   # a book imported before stored links: children resolved
     grown = root / "grown.sqlite"
     grow(grown, small_grow(30, 20, seed=3), progress=False)
     result = {"imported": imported, "grown": grown}

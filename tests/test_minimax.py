@@ -23,6 +23,7 @@ import cshogi
 import pytest
 
 from conftest import PYTHON, ROOT, key_of, parse_db2016, run_cli, small_grow, write_db2016
+from linkcheck import forget_links
 
 MATE = 30000
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
@@ -505,9 +506,25 @@ def book_rows(path: Path) -> list[tuple]:
         conn.close()
 
 
+def test_import_stores_the_transposition_rows(tmp_path):
+    book = shuffle_book(3, positions=30)
+    path = import_book(tmp_path, book)
+    ref = RefBook(book)
+    transpositions = {(sfen, move) for sfen in book for move in ref.children[sfen]
+                      if move not in book[sfen]}
+    rows = book_rows(path)
+    assert transpositions
+    assert {(row[0], row[1]) for row in rows if row[-1] != 1} == transpositions
+    assert all(row[2:6] == (None, None, None, 0) for row in rows if row[-1] != 1)
+    summary = refine(path)
+    assert summary["transposition_rows_added"] == 0
+    assert summary["transposition_edges"] == len(transpositions)
+
+
 def test_refine_keeps_raw_values_and_adds_transposition_rows(tmp_path):
     book = shuffle_book(3, positions=30)
     path = import_book(tmp_path, book)
+    forget_links(path)
     before = book_rows(path)
     summary = refine(path)
     after = book_rows(path)
@@ -533,17 +550,24 @@ def test_refine_keeps_raw_values_and_adds_transposition_rows(tmp_path):
 def test_merge_leaves_refines_transposition_rows_behind(tmp_path):
     book = shuffle_book(3, positions=30)
     path = import_book(tmp_path, book)
+    forget_links(path)
     before = book_rows(path)
     assert refine(path)["transposition_rows_added"] > 0
     merged = tmp_path / "merged.sqlite"
     run_cli("merge", "-o", merged, path)
-    # The merged book holds the book's own moves only, as export sees them.
-    assert sorted(r[:-1] for r in book_rows(merged)) == sorted(r[:-1] for r in before)
+    # The merged book holds the book's own moves, as export sees them, and its own
+    # link run's transposition rows (the same edges refine found).
+    link_run = max(r[-1] for r in book_rows(merged))
+    assert sorted(r[:-1] for r in book_rows(merged) if r[-1] != link_run) == \
+        sorted(r[:-1] for r in before)
+    assert sorted(r[:2] for r in book_rows(merged) if r[-1] == link_run) == \
+        sorted(r[:2] for r in book_rows(path) if r not in before)
     first, second = tmp_path / "a.db", tmp_path / "b.db"
     run_cli("export", "-b", path, "-o", first)
     run_cli("export", "-b", merged, "-o", second)
     assert first.read_text() == second.read_text()
-    assert refine(merged)["transposition_rows_added"] > 0
+    again = refine(merged)
+    assert again["transposition_rows_added"] == 0 and again["transposition_edges"] > 0
 
 
 def test_own_moves_are_the_rows_refine_did_not_add(tmp_path):
@@ -556,6 +580,7 @@ def test_own_moves_are_the_rows_refine_did_not_add(tmp_path):
 
     book = shuffle_book(3, positions=30)
     path = import_book(tmp_path, book)
+    forget_links(path)
     before = book_rows(path)
     assert refine(path)["transposition_rows_added"] > 0
     after = book_rows(path)
@@ -582,6 +607,7 @@ def test_own_moves_are_the_rows_refine_did_not_add(tmp_path):
 def test_rerun_is_idempotent_and_recorded(tmp_path):
     book = check_book(0, positions=24)
     path = import_book(tmp_path, book)
+    forget_links(path)   # the first refine scans and stores the links
     first = refine(path, "--draw-value-black", 450, "--draw-value-white", 600)
     values = stored_values(path)
     rows = book_rows(path)
@@ -625,12 +651,13 @@ def test_refine_writes_nothing_when_it_fails(tmp_path, monkeypatch):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(minimax, "write_results", broken)
+    runs = sqlite3.connect(path).execute("SELECT count(*) FROM runs").fetchone()[0]
     with pytest.raises(RuntimeError):
         minimax.refine_minimax(path)
     assert book_rows(path) == rows
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == runs
         assert conn.execute("SELECT count(*) FROM positions WHERE minimax_value IS NOT NULL"
                             ).fetchone()[0] == 0
     finally:
@@ -842,8 +869,8 @@ def test_parallel_graph_building_matches_serial(tmp_path, monkeypatch):
 
 
 TRANSPOSITION_ROW = ("(m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT "
-                     "NULL AND m.run_id IN (SELECT id FROM runs WHERE command = "
-                     "'refine minimax'))")
+                     "NULL AND m.run_id IN (SELECT id FROM runs WHERE command IN "
+                     "('refine minimax', 'link')))")
 
 
 def old_read_book(store):
@@ -859,8 +886,8 @@ def old_read_book(store):
     position_ids = np.array([r[0] for r in rows], dtype=np.int64)
     sfens = [r[1] for r in rows]
     turn = np.array([r[2] for r in rows], dtype=np.int8)
-    refined = conn.execute("SELECT 1 FROM runs WHERE command = 'refine minimax' LIMIT 1"
-                           ).fetchone() is not None
+    refined = conn.execute("SELECT 1 FROM runs WHERE command IN ('refine minimax', 'link') "
+                           "LIMIT 1").fetchone() is not None
     moves = conn.execute(
         f"SELECT m.position_id, m.move, max({-MATE}, min({MATE}, coalesce(m.value, 0))), "
         f"m.count, m.child_id IS NOT NULL, {TRANSPOSITION_ROW if refined else 0} FROM moves m "
@@ -893,6 +920,7 @@ def test_graph_reads_the_book_index_as_the_sql_reader_did(tmp_path, monkeypatch)
 
     imported = import_book(tmp_path, shuffle_book(5, positions=50), "imported")
     refined = import_book(tmp_path, shuffle_book(6, positions=50), "refined")
+    forget_links(refined)
     assert refine(refined)["transposition_rows_added"] > 0
     conn = sqlite3.connect(refined)   # a transposition row into a position without moves now
     with conn:
@@ -1164,8 +1192,8 @@ def test_a_book_changed_during_the_refine_is_left_alone(tmp_path, monkeypatch):
     rows = book_rows(path)
     real_build = minimax.build_graph
 
-    def build_while_someone_writes(store, workers=None):
-        graph = real_build(store, workers)
+    def build_while_someone_writes(store, workers=None, rescan=False):
+        graph = real_build(store, workers, rescan=rescan)
         other = sqlite3.connect(path)
         other.execute("UPDATE moves SET count = count + 1")
         other.commit()

@@ -633,6 +633,7 @@ def test_version_1_book_migrates_to_version_2(analysed, tmp_path):
     with conn:
         conn.execute("DROP TABLE mistakes")
         conn.execute("DROP INDEX analyses_run")
+        conn.execute("DROP TRIGGER links_new_node")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.execute("PRAGMA user_version = 1")
     conn.close()
@@ -640,10 +641,10 @@ def test_version_1_book_migrates_to_version_2(analysed, tmp_path):
     analyses_before = analyses(book)
     assert query(book, "PRAGMA user_version") == [(1,)]
     Book(book, create=False).close()
-    assert query(book, "PRAGMA user_version") == [(2,)]
-    assert dict(query(book, "SELECT key, value FROM meta"))["schema_version"] == "2"
+    assert query(book, "PRAGMA user_version") == [(3,)]     # (and on to version 3)
+    assert dict(query(book, "SELECT key, value FROM meta"))["schema_version"] == "3"
     names = {r[0] for r in query(book, "SELECT name FROM sqlite_master")}
-    assert {"mistakes", "mistakes_position", "analyses_run"} <= names
+    assert {"mistakes", "mistakes_position", "analyses_run", "links_new_node"} <= names
     after = dump_book(book)
     assert after.pop("meta") != before.pop("meta")
     assert after == before and analyses(book) == analyses_before

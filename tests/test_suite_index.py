@@ -39,7 +39,7 @@ from conftest import ROOT, key_of, write_db2016
 
 START = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -"
 OWN = ("NOT (m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT NULL "
-       "AND m.run_id IN (SELECT id FROM main.runs WHERE command = 'refine minimax'))")
+       "AND m.run_id IN (SELECT id FROM main.runs WHERE command IN ('refine minimax', 'link')))")
 
 
 # ---------------------------------------------------------------- the old implementation

@@ -115,7 +115,7 @@ def import_books(book: str | Path, sources: Sequence[str | Path],
         writes.foreign_keys_off(store.conn)
         with store.transaction():
             run_id = store.begin_run("import", params)
-            writer = BulkWriter(store, run_id)
+            writer = BulkWriter(store, run_id, workers)
             for path, file_format in zip(paths, formats):
                 info = _read_file(path, file_format, writer, diagnostics, root_boards,
                                   max_gap, workers, progress)
@@ -134,14 +134,16 @@ def import_books(book: str | Path, sources: Sequence[str | Path],
                     "strict", f"{len(diagnostics)} invalid entries (first: "
                     f"{diagnostics.problems[0]}); {SettingsError.FIELD}: nothing imported, "
                     f"{book} unchanged")
-            added = writer.finish()
+            added = writer.finish()     # also stores the links
+            assert writer.links is not None
             summary.positions_added, summary.moves_added, summary.moves_updated = added
             summary.run_id = run_id
             store.end_run(run_id, positions_added=added[0], moves_added=added[1],
                           moves_updated=added[2],
                           counts={"positions_read": summary.positions_read,
                                   "moves_read": summary.moves_read,
-                                  "skipped": summary.skipped})
+                                  "skipped": summary.skipped,
+                                  "links": writer.links.as_dict()})
             fault_point("import-before-commit")
         summary.interrupted_at_commit = store.interrupted
         return summary
@@ -159,7 +161,9 @@ def _read_file(path: Path, file_format: str, writer: BulkWriter, diagnostics: Di
                           desc=f"reading {path.name}", disable=None if progress else True
                           ) as bar:
             for block in read_db2016(path, diagnostics, workers=workers, on_bytes=bar.update):
-                writer.add_rows(block.position_rows(), block.move_rows())
+                writer.add_columns(block.position_rows(), block.book_key, block.position,
+                                   block.move, block.ponder, block.value, block.depth,
+                                   block.count)
     else:
         walk = read_apery(path, writer, diagnostics, root_boards, max_gap, workers)
         info.update(walk.as_dict())

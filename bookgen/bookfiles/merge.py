@@ -5,18 +5,22 @@ present in several books keeps the entry with the greatest depth, then the
 greatest count (the first book wins a full tie). All stored columns travel,
 child links are re-pointed to the output's rows. The rows ``refine minimax``
 adds for transposition edges are derived data tied to the source's runs:
-they are not copied (rerun ``refine minimax`` on the merged book).
+they are not copied; the merge stores the merged book's links anew
+(:func:`bookgen.store.stored_links.store_links`: every legal move between
+positions with moves linked, the missing ones as transposition rows of a
+``link`` run), so the merged book's links are complete.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bookgen.errors import BookgenError
-from bookgen.store import Book
+from bookgen.store import Book, MoveRows, stored_links
 from bookgen.store.bulk import attach_source, merge_attached
 
 MAX_SOURCES = 9  # SQLite attaches at most 10 databases, the output included
@@ -64,10 +68,12 @@ def merge_books(out: str | Path, sources: Sequence[str | Path], *,
                 added = merge_attached(store, f"src{number}", run_id)
                 for key, value in zip(totals, added):
                     totals[key] += value
+            links = stored_links.store_links(store, run_id, min(2, os.cpu_count() or 1))
             store.end_run(run_id, positions_added=totals["positions_added"],
                           moves_added=totals["moves_added"],
-                          moves_updated=totals["moves_updated"], counts={"sources": len(sources)})
+                          moves_updated=totals["moves_updated"],
+                          counts={"sources": len(sources), "links": links.as_dict()})
         return MergeSummary(**totals, book=str(out), positions=store.count_positions(),
-                            moves=store.count_moves(), run_id=run_id)
+                            moves=store.count_moves(MoveRows.OWN), run_id=run_id)
     finally:
         store.discard_if_unused()

@@ -117,12 +117,15 @@ def format_file_summary(summary: MinimaxFileSummary) -> str:
               help="retrograde: exact values over the whole graph (peta_shock's idea); "
                    "negascout: dlshogi's NegaScout from every position with trusted scores.")
 @workers_option("Processes generating moves for the graph (default: up to 2).", default=None)
+@click.option("--rescan-links", is_flag=True,
+              help="Generate the legal moves even when the book's stored links are complete "
+                   "(the same result, slower).")
 @json_option()
 @wait_option
 @reports_errors
 def minimax_command(book: str, source: str | None, out: str | None, strict: bool,
                     draw_value_black: int, draw_value_white: int, method: str,
-                    workers: int | None, as_json: bool, wait: bool) -> None:
+                    workers: int | None, rescan_links: bool, as_json: bool, wait: bool) -> None:
     """Minimax over the whole book graph, transpositions included.
 
     Every legal move from a book position into a book position is an edge.
@@ -136,7 +139,10 @@ def minimax_command(book: str, source: str | None, out: str | None, strict: bool
     positions and moves (value and eval_value are never changed); legal
     moves into book positions that the book does not store are added as
     moves with count 0 and no value, for 'bookgen export --values minimax'.
-    Everything is written in one transaction with its runs row.
+    Everything is written in one transaction with its runs row. A book whose
+    links are complete (import, merge and refine minimax store them; grow
+    clears the marker when it adds positions with moves) is read from its
+    links, without generating moves.
 
     With --in and --out it reads a DB2016 file and writes the refined book
     file instead, without a SQLite book: the same values, depths, tie rule
@@ -148,7 +154,7 @@ def minimax_command(book: str, source: str | None, out: str | None, strict: bool
     from bookgen.values import DrawValues
 
     settings = MinimaxSettings(method=method, draws=DrawValues(draw_value_black, draw_value_white),
-                               scan_workers=workers)
+                               scan_workers=workers, rescan_links=rescan_links)
     if source is not None or out is not None:
         if source is None or out is None:
             raise BookgenError("--in and --out go together: the book file read and the one "

@@ -19,6 +19,8 @@
 - :mod:`~bookgen.store.index`: :class:`~bookgen.store.index.BookIndex`, the book read
   into numpy columns (with :mod:`~bookgen.store.columns` and
   :mod:`~bookgen.store.links`);
+- :mod:`~bookgen.store.stored_links`: the "links complete" marker and storing every
+  legal move between positions with moves as a linked row (imports, merges);
 - :mod:`~bookgen.store.snapshot`: a book opened for reading only, never migrated;
 - :mod:`~bookgen.store.results`: the match results files.
 

@@ -50,6 +50,8 @@ __all__ = ["DEFAULT_BOOK", "Book", "BookMove", "sort_moves"]
 DEFAULT_BOOK = "book.sqlite"
 
 
+BOOK_CACHE_KIB = 256 << 10   # a writer's SQLite page cache
+
 def _user_version(path: Path) -> int:
     try:
         conn = connect_readonly(path)
@@ -113,7 +115,7 @@ class Book:
                 self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA synchronous = NORMAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
-            self.conn.execute("PRAGMA cache_size = -262144")
+            self.conn.execute(f"PRAGMA cache_size = -{BOOK_CACHE_KIB}")
         except StorageError as error:
             self._close_quietly()
             if error.code in UNREADABLE:

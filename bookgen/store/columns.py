@@ -19,7 +19,7 @@ import numpy as np
 
 from bookgen.arrays import NULL
 from bookgen.store.own_moves import MoveRows, ValueColumn, own_rows_sql, value_sql
-from bookgen.store.queries import refined
+from bookgen.store.queries import may_have_transposition_rows
 
 __all__ = ["EDGE_COLUMNS", "NOT_AN_INTEGER", "POSITION_COLUMNS", "MoveColumns",
            "load_move_columns", "load_position_columns", "load_sfens", "minimax_move_columns",
@@ -209,8 +209,8 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
     unknown = set(extra) - set(EDGE_COLUMNS)
     if unknown:
         raise ValueError(f"unknown move columns: {', '.join(sorted(unknown))}")
-    # (Without a refine minimax run there are no transposition rows: every row is own.)
-    split = refined(conn)
+    # (Without a refine minimax or link run there are no transposition rows.)
+    split = may_have_transposition_rows(conn)
     where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN and split else ""
     order = f"FROM moves m{where} ORDER BY m.position_id, m.move"
     # the integer columns: (name, SQL)

@@ -30,6 +30,7 @@ from bookgen.store.columns import (
 )
 from bookgen.store.links import resolve_children
 from bookgen.store.own_moves import MoveRows, ValueColumn
+from bookgen.store.stored_links import links_complete
 
 __all__ = ["BookEdge", "BookIndex", "IndexSpec"]
 
@@ -98,9 +99,11 @@ class BookIndex:
     ``edge_value`` the first; :data:`NULL` for none), ``edge_count``,
     ``edge_own``, ``edge_depth`` and ``edge_ponder`` (an index into
     ``ponder_names``, -1 for none); None when not read. Moves without a stored
-    child link (imported books) get their child by playing the move and
-    finding the position by its zobrist key, confirmed by the exact position;
-    nothing is written.
+    child link (books imported before stored links) get their child by playing
+    the move and finding the position by its zobrist key, confirmed by the
+    exact position; nothing is written. A book whose links are complete
+    (:mod:`bookgen.store.stored_links`) and whose every position has moves
+    needs none of that.
 
     ``sfen``, ``ply``, ``visits``, ``minimax`` and ``edges`` are read-only
     mappings by position id (``sfen`` reads the book, which must still be
@@ -178,7 +181,10 @@ class BookIndex:
                     moves.values, start_row, edge_count=moves.count, edge_own=moves.own,
                     edge_depth=moves.depth, edge_ponder=moves.ponder,
                     ponder_names=moves.ponder_names, sfens=sfens)
-        if spec.resolve_children and not linked.all():
+        # A book whose links are complete and whose every position has moves has no
+        # unlinked move into a book position: nothing to resolve.
+        if spec.resolve_children and not linked.all() and not (
+                index.has_moves.all() and links_complete(conn)):
             resolve_children(conn, index, rows, spec.workers)
         return index
 

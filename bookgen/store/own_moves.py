@@ -2,10 +2,12 @@
 
 ``refine minimax`` stores the transposition edges the book does not hold as
 ``moves`` rows of its own: no value, no depth, count 0, the ``run_id`` of a
-``refine minimax`` run (:data:`REFINE_MINIMAX_COMMAND`). They are derived
-data, not book moves. Every read of the ``moves`` table in the store says
-which rows it means (:class:`MoveRows`: the book's own moves, or all rows)
-and, where it reads values, which column (:class:`ValueColumn`).
+``refine minimax`` run (:data:`REFINE_MINIMAX_COMMAND`); imports and merges
+store the same rows under a ``link`` run of their own (:data:`LINK_COMMAND`,
+see :mod:`bookgen.store.stored_links`). They are derived data, not book moves.
+Every read of the ``moves`` table in the store says which rows it means
+(:class:`MoveRows`: the book's own moves, or all rows) and, where it reads
+values, which column (:class:`ValueColumn`).
 
 The SQL of that rule is private to :mod:`bookgen.store`; code elsewhere calls
 the store's functions. SQL written outside bookgen (tests, notebooks) can
@@ -17,9 +19,13 @@ from __future__ import annotations
 import sqlite3
 from enum import StrEnum
 
-__all__ = ["REFINE_MINIMAX_COMMAND", "MoveRows", "ValueColumn", "create_own_moves_view"]
+__all__ = ["LINK_COMMAND", "LINK_ROW_COMMANDS", "REFINE_MINIMAX_COMMAND", "MoveRows",
+           "ValueColumn", "create_own_moves_view"]
 
 REFINE_MINIMAX_COMMAND = "refine minimax"
+LINK_COMMAND = "link"   # the run of an import or merge that stored the book's links
+# The runs whose count-0 rows without value and depth are transposition rows.
+LINK_ROW_COMMANDS = (REFINE_MINIMAX_COMMAND, LINK_COMMAND)
 
 
 class MoveRows(StrEnum):
@@ -37,11 +43,12 @@ class ValueColumn(StrEnum):
 
 
 def _transposition_row(schema: str = "main") -> str:
-    """SQL true for a ``moves`` row (alias ``m``) that ``refine minimax`` added
-    for a transposition edge, in the book attached as ``schema``."""
+    """SQL true for a ``moves`` row (alias ``m``) that ``refine minimax`` (or an
+    import's or merge's ``link`` run) added for a transposition edge, in the book
+    attached as ``schema``."""
+    commands = ", ".join(f"'{command}'" for command in LINK_ROW_COMMANDS)
     return ("(m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT NULL "
-            f"AND m.run_id IN (SELECT id FROM {schema}.runs "
-            f"WHERE command = '{REFINE_MINIMAX_COMMAND}'))")
+            f"AND m.run_id IN (SELECT id FROM {schema}.runs WHERE command IN ({commands})))")
 
 
 def own_rows_sql(schema: str = "main") -> str:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bookgen.store.own_moves import (
+    LINK_ROW_COMMANDS,
     REFINE_MINIMAX_COMMAND,
     MoveRows,
     ValueColumn,
@@ -112,6 +113,14 @@ def mistake_counts(conn: sqlite3.Connection) -> list[tuple[int, int, str | None,
         "FROM mistakes m LEFT JOIN runs r ON r.id = m.run_id "
         "GROUP BY m.run_id, m.iteration, m.kind ORDER BY m.run_id, m.iteration, m.kind"
     ).fetchall()
+
+
+def may_have_transposition_rows(conn: sqlite3.Connection) -> bool:
+    """Whether a run that adds transposition rows (``refine minimax``, ``link``) ever
+    ran on the book: without one, every ``moves`` row is one of the book's own."""
+    marks = ", ".join("?" * len(LINK_ROW_COMMANDS))
+    return conn.execute(f"SELECT 1 FROM runs WHERE command IN ({marks}) LIMIT 1",
+                        LINK_ROW_COMMANDS).fetchone() is not None
 
 
 def refined(conn: sqlite3.Connection, besides: int | None = None) -> bool:

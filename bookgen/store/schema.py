@@ -9,7 +9,7 @@ they are opened for writing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Version 1: the foundation. Columns that later stages fill (visits, priors,
 # child links, evaluator/minimax/engine values) exist from the start so that
@@ -120,8 +120,26 @@ _V2 = [
     "CREATE INDEX analyses_run ON analyses(run_id)",
 ]
 
+# Version 3: the "links complete" marker (``meta`` key ``links``, see
+# :mod:`bookgen.store.stored_links`): while it is set, every legal move between two
+# positions with moves rows is a stored, linked ``moves`` row. A position that gets
+# its first moves row is a new node whose links nobody stored: the trigger clears
+# the marker, so that no writer can leave it stale. A book of version 2 has no
+# marker (the next refine minimax scans for the links and sets it).
+_V3 = [
+    """
+    CREATE TRIGGER links_new_node AFTER INSERT ON moves
+    WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'links')
+     AND NOT EXISTS (SELECT 1 FROM moves WHERE position_id = NEW.position_id
+                     AND move <> NEW.move)
+    BEGIN
+        DELETE FROM meta WHERE key = 'links';
+    END
+    """,
+]
+
 # MIGRATIONS[n] takes a book from version n to n + 1; MIGRATIONS[0] creates it.
-MIGRATIONS: list[list[str]] = [_V1, _V2]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
 
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
