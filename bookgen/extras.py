@@ -8,6 +8,10 @@ extras add the rest (``bookgen[all]`` is both):
   (``torch:PATH``, ``onnx:PATH``), ``bookgen model`` and ``bookgen train``;
 - ``report``: matplotlib, for ``bookgen report``.
 
+``gpu`` is ``nn`` for NVIDIA GPUs (onnxruntime-gpu instead of onnxruntime,
+with a CUDA build of torch installed first); it provides the same modules, so
+messages name ``nn``.
+
 Code that needs one calls :func:`require_extra` before importing it.
 """
 

@@ -199,6 +199,18 @@ class TorchEvaluator(NetworkEvaluator):
         self.model = None
 
 
+def _preload_cuda(ort: Any) -> None:
+    """Let onnxruntime-gpu (1.21+) load the CUDA and cuDNN libraries of the CUDA
+    torch or of the nvidia-* wheels (``onnxruntime-gpu[cuda,cudnn]``) before a
+    GPU session starts; where it cannot, the session's start check says so."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        try:
+            preload()
+        except Exception:
+            pass
+
+
 _ONNX_TYPES: dict[str, type[np.floating[Any]]] = {"tensor(float)": np.float32,
                                                   "tensor(float16)": np.float16}
 
@@ -255,6 +267,7 @@ class OnnxEvaluator(NetworkEvaluator):
                 warnings.simplefilter("ignore")
                 if chosen[0][0] != "CPUExecutionProvider":
                     ort.set_default_logger_severity(3)
+                    _preload_cuda(ort)
                 self.session: ort.InferenceSession | None = ort.InferenceSession(
                     model, options, providers=chosen)
         except Exception as error:  # onnxruntime raises its own exception types
