@@ -152,6 +152,8 @@ class TorchEvaluator(NetworkEvaluator):
     network itself outputs probabilities.
     """
 
+    channels_last = True  # on the CPU (benchmarks compare by setting it False)
+
     def __init__(self, path: str | Path, batch_size: int = 64, threads: int | None = None,
                  coef: float = EVAL_COEF, device: str = "auto", fp16: bool = False,
                  providers: str | Sequence[str] | None = None, trt_cache: str | None = None,
@@ -171,8 +173,17 @@ class TorchEvaluator(NetworkEvaluator):
         self.input2 = model_module.input2_planes(model)
         self._device = torch.device(where)
         self._dtype = torch.float16 if settings.fp16 else torch.float32
+        # Channels-last convolutions: measured on this 2-core CPU (one thread,
+        # dlshogi 5x64 and 10x192, batches 1-64, runs interleaved) the forward
+        # pass is 10-40 % faster, end to end up to 25 %; not measured
+        # on a GPU yet, so CUDA keeps torch's default layout.
+        self._layout = torch.channels_last if where == "cpu" and self.channels_last \
+            else torch.contiguous_format
         try:
-            self.model: nn.Module | None = model.to(self._device, self._dtype)
+            model = model.to(self._device, self._dtype)
+            if self._layout == torch.channels_last:
+                model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            self.model: nn.Module | None = model
             self.device_name = where if where == "cpu" else \
                 f"{where} ({torch.cuda.get_device_name(self._device)})"
         except (RuntimeError, AssertionError) as error:  # torch's words for a broken CUDA
@@ -189,8 +200,9 @@ class TorchEvaluator(NetworkEvaluator):
             raise EvaluatorError(f"{self.spec}: evaluator is closed")
         torch = self._torch
         with torch.inference_mode():
-            x1 = torch.from_numpy(features1).to(self._device, self._dtype)
-            x2 = torch.from_numpy(features2).to(self._device, self._dtype)
+            layout = self._layout
+            x1 = torch.from_numpy(features1).to(self._device, self._dtype, memory_format=layout)
+            x2 = torch.from_numpy(features2).to(self._device, self._dtype, memory_format=layout)
             policy, value = self.model(x1, x2)
             return (policy.float().cpu().numpy(),
                     torch.sigmoid(value.float()).reshape(-1).cpu().numpy())
