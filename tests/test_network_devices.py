@@ -308,6 +308,10 @@ def test_selfplay_and_refine_take_the_device(tmp_path: Path, model: Path) -> Non
     assert code == 2 and "--device applies to torch: and onnx: players only" in one_line(err)
     code, _, err = invoke(*common, "--player", f"torch:{model}", "--device", "cpu")
     assert code == 0 and out.exists(), err
+    # The network's options reach the network player only, not an mcts:builtin opponent.
+    code, _, err = invoke(*common, "--black", f"torch:{model}", "--white", "mcts:builtin",
+                          "--batch-size", 4, "--device", "cpu", "--force")
+    assert code == 0, err
     code, _, err = invoke("refine", "mistakes", "-b", tmp_path / "none.db", "--iterate",
                           "--evaluator", "builtin", "--device", "cuda")
     assert code == 2 and "--device applies to torch: and onnx:" in one_line(err)

@@ -241,8 +241,10 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     def side(colour: str, text: str | None) -> PlayerSettings:
         options = {**usi_options[""], **usi_options[colour]}  # one side's win
         spec = specs[text or player]
-        side_options = {**evaluator_options,
-                        **(network.options() if spec in on_network else {})}
+        # A network's options go to network players only (an mcts:builtin
+        # opponent's evaluator takes no batch size or device).
+        side_options = {**evaluator_options, **network.options()} if spec in on_network \
+            else {}
         return selfplay_player(
             spec, options=tuple(options.items()), playouts=playouts,
             batch_size=batch_size, evaluator_options=side_options, opening=opening,
