@@ -10,6 +10,10 @@ extras add the rest (``bookgen[all]`` is all of them):
 - ``serve``: starlette and uvicorn, for ``bookgen serve`` (the book explorer).
 - ``ray``: Ray, for ``--cluster`` (:mod:`bookgen.workers.cluster`).
 
+``gpu`` is ``nn`` for NVIDIA GPUs (onnxruntime-gpu instead of onnxruntime,
+with a CUDA build of torch installed first); it provides the same modules, so
+messages name ``nn``.
+
 Code that needs one calls :func:`require_extra` before importing it.
 """
 

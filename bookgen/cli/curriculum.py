@@ -21,16 +21,18 @@ from bookgen.cli.options import (
     engine_timeout_option,
     json_option,
     movetime_option,
+    network_options,
     nodes_option,
     output_option,
     seed_option,
     workers_option,
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
-from bookgen.errors import BookgenError
+from bookgen.errors import BookgenError, SettingsError
 from bookgen.extras import require_extra
 
 if TYPE_CHECKING:
+    from bookgen.engines.network.device import NetworkSettings
     from bookgen.engines.player_settings import PlayerSettings
     from bookgen.selfplay.starts import StartsSummary
 
@@ -181,6 +183,7 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--force", is_flag=True, help="Replace existing output files.")
 @json_option()
 @reports_errors
+@network_options
 def selfplay_command(starts: str, games: int, output: str, player: str, black: str | None,
                      white: str | None, playouts: int, batch_size: int | None,
                      random_moves: int,
@@ -191,7 +194,8 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
                      engine_options: tuple[str, ...], black_options: tuple[str, ...],
                      white_options: tuple[str, ...], nodes: int | None, byoyomi: int | None,
                      movetime: int | None, engine_timeout: float | None, seed: int,
-                     append: bool, force: bool, as_json: bool) -> None:
+                     append: bool, force: bool, as_json: bool,
+                     network: NetworkSettings) -> None:
     """Play games from start positions and write every position as dlshogi training data.
 
     Each record holds the position, the mover's evaluation (cp, side to
@@ -233,11 +237,21 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     opening = RandomOpening(random_moves=random_moves, temperature=temperature,
                             random_cutoff=random_cutoff)
 
+    on_network = [s for s in specs.values() if s.kind == "mcts" and s.evaluator.base.is_network]
+    if network.options() and not on_network:
+        raise SettingsError(f"network.{next(iter(network.options()))}",
+                            "applies to torch: and onnx: players only")
+
     def side(colour: str, text: str | None) -> PlayerSettings:
         options = {**usi_options[""], **usi_options[colour]}  # one side's win
+        spec = specs[text or player]
+        # A network's options go to network players only (an mcts:builtin
+        # opponent's evaluator takes no batch size or device).
+        side_options = {**evaluator_options, **network.options()} if spec in on_network \
+            else {}
         return selfplay_player(
-            specs[text or player], options=tuple(options.items()), playouts=playouts,
-            batch_size=batch_size, evaluator_options=evaluator_options, opening=opening,
+            spec, options=tuple(options.items()), playouts=playouts,
+            batch_size=batch_size, evaluator_options=side_options, opening=opening,
             limits=SearchLimits(nodes=nodes, byoyomi_ms=byoyomi, movetime_ms=movetime),
             engine_timeout_s=engine_timeout)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,7 @@ from bookgen.cli.options import (
     engine_timeout_option,
     json_option,
     movetime_option,
+    network_options,
     nodes_option,
     seed_option,
     wait_option,
@@ -26,14 +27,19 @@ from bookgen.cli.options import (
 from bookgen.cli.support import echo_json, exit_if_interrupted, reports_errors
 from bookgen.errors import BookgenError
 
+if TYPE_CHECKING:
+    from bookgen.engines.network.device import NetworkSettings
+
 
 def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | None,
                        byoyomi: int | None, movetime: int | None, multipv: int | None,
                        depth: int | None, batch_size: int | None,
-                       engine_timeout: float | None = None) -> dict[str, Any]:
+                       engine_timeout: float | None = None,
+                       network: NetworkSettings | None = None) -> dict[str, Any]:
     """Constructor options of the evaluator named by ``spec`` (for
     ``blend:BOOK:INNER``, of INNER: the blend passes them on), from its
     :class:`~bookgen.engines.settings.EngineSettings`."""
+    from bookgen.engines.network.device import NetworkSettings
     from bookgen.engines.restart import SearchLimits
     from bookgen.engines.settings import EngineSettings
     from bookgen.engines.spec import parse_spec
@@ -47,7 +53,8 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
                            "--engine-timeout apply to usi: evaluators only")
     settings = EngineSettings(parsed, parse_options(list(engine_options)) if usi else {},
                               SearchLimits(nodes, byoyomi, movetime, depth),
-                              timeout_s=engine_timeout, multipv=multipv, batch_size=batch_size)
+                              timeout_s=engine_timeout, multipv=multipv, batch_size=batch_size,
+                              network=network or NetworkSettings())
     return settings.evaluator_options()
 
 
@@ -105,6 +112,7 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 @json_option()
 @wait_option
 @reports_errors
+@network_options
 def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                  batch_size: int | None, trials: int | None, positions: int | None,
                  seconds: float | None, color: str, roots: str | None, max_ply: int,
@@ -114,7 +122,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                  movetime: int | None, multipv: int | None, depth: int | None,
                  engine_timeout: float | None, workers: int, cluster: str | None,
                  worker_resources: tuple[str, ...], seed: int, as_json: bool,
-                 wait: bool) -> None:
+                 wait: bool, network: NetworkSettings) -> None:
     """Grow the book: walk it, expand the next position worth thinking about
     with the evaluator, keep the good moves and their values.
 
@@ -136,7 +144,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     from bookgen.values import DrawValues
 
     options = _evaluator_options(evaluator, engine_options, nodes, byoyomi, movetime, multipv,
-                                 depth, batch_size, engine_timeout)
+                                 depth, batch_size, engine_timeout, network)
     settings = GrowSettings(
         evaluator=EvaluatorSettings(evaluator, options), strategy=strategy,
         budget=GrowBudget(trials=trials, positions=positions, seconds_s=seconds),

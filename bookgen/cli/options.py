@@ -157,3 +157,43 @@ def cluster_settings(address: str | None, worker_resources: tuple[str, ...],
         if error.field == "cluster.workers":  # the command's own flag (match: --concurrency)
             raise SettingsError(workers_param, error.message) from None
         raise
+
+
+def network_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--device``, ``--fp16``, ``--providers``, ``--trt-cache`` and
+    ``--dlshogi-network``: where a ``torch:``/``onnx:`` network runs. The command
+    gets them as one parameter, ``network``, a
+    :class:`~bookgen.engines.network.device.NetworkSettings` (put this decorator
+    right above the function, under ``reports_errors``, which then reports its
+    errors)."""
+    from functools import wraps
+
+    @wraps(function)
+    def wrapper(*args: Any, device: str, fp16: bool, providers: str | None,
+                trt_cache: str | None, dlshogi_network: str | None, **kwargs: Any) -> Any:
+        from bookgen.engines.network.device import NetworkSettings, parse_providers
+
+        network = NetworkSettings(device=device, fp16=fp16, providers=parse_providers(providers),
+                                  trt_cache=trt_cache, dlshogi_network=dlshogi_network)
+        return function(*args, network=network, **kwargs)
+
+    options = [
+        click.option("--device", default="auto", show_default=True, metavar="DEVICE",
+                     help="torch:/onnx: where the network runs: auto (CUDA when present), "
+                          "cpu, cuda or cuda:N. A GPU asked for but missing is an error."),
+        click.option("--fp16", is_flag=True,
+                     help="torch:/onnx: compute in half precision (GPU only)."),
+        click.option("--providers", metavar="LIST",
+                     help="onnx: onnxruntime execution providers to use, in order, from "
+                          "tensorrt, cuda, cpu [default: by --device: tensorrt, cuda, cpu "
+                          "where offered]."),
+        click.option("--trt-cache", type=click.Path(file_okay=False),
+                     help="onnx: directory where TensorRT keeps the engines it builds."),
+        click.option("--dlshogi-network", metavar="NAME",
+                     help="torch: dlshogi's network name of a dlshogi .npz/.pth model "
+                          "(e.g. resnet10_swish, resnet15x224_swish), for its activation "
+                          "[default: ReLU, or swish for resnet10_swish's layout]."),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper

@@ -28,6 +28,7 @@ from bookgen.cli.options import (
     engine_timeout_option,
     json_option,
     movetime_option,
+    network_options,
     nodes_option,
     output_option,
     seed_option,
@@ -45,6 +46,7 @@ from bookgen.refine.settings import (
 )
 
 if TYPE_CHECKING:
+    from bookgen.engines.network.device import NetworkSettings
     from bookgen.formats.positions import Roots
     from bookgen.grow import GrowSummary
     from bookgen.refine.minimax import MinimaxSummary
@@ -284,19 +286,28 @@ def search_command(book: str, engine: str, select: str, min_visits: int | None, 
 @json_option("Print the mistakes and the run's summary as JSON.")
 @wait_option
 @reports_errors
+@network_options
 def mistakes_command(book: str, engine: str | None, analysis_run: int | None, threshold: int,
                      opp_threshold: int | None, diff: int, iterate: bool, max_iterations: int,
                      evaluator: str, playouts: int, batch_size: int | None, expand: int,
                      workers: int, cluster: str | None, worker_resources: tuple[str, ...],
-                     seed: int, output: str | None, as_json: bool, wait: bool) -> None:
+                     seed: int, output: str | None, as_json: bool, wait: bool,
+                     network: NetworkSettings) -> None:
     """Flag the positions where the book's score and the engine's disagree
     (dlshogi's diff_eval rule, plus mates the book missed), record them in
     the mistakes table and list them: one 'startpos moves ...' line per
     position along its shortest book line from the initial position ('sfen
     ...' when it has none), usable as a roots file.
     """
+    from bookgen.engines.settings import EngineSettings
+    from bookgen.engines.spec import parse_spec
     from bookgen.files import atomic_write
     from bookgen.refine.mistakes import Extender, mistakes, position_line
+
+    evaluator_options = None  # --device and the rest: checked and given only when set
+    if network.options():
+        evaluator_options = EngineSettings(parse_spec(evaluator),
+                                           network=network).evaluator_options()
 
     settings = MistakesSettings(
         detection=DetectionSettings(engine=engine, analysis_run=analysis_run,
@@ -305,6 +316,7 @@ def mistakes_command(book: str, engine: str | None, analysis_run: int | None, th
         iterate=iterate,
         extension=ExtensionSettings(max_iterations=max_iterations, expand=expand,
                                     evaluator=evaluator, playouts=playouts,
+                                    evaluator_options=evaluator_options,
                                     batch_size=batch_size, workers=workers, seed=seed,
                                     cluster=cluster_settings(cluster, worker_resources)))
     extender: Extender | None = grow_extender if iterate else None

@@ -6,7 +6,9 @@
 - ``builtin``: material and piece-placement evaluation with a small
   alpha-beta + quiescence search on cshogi (needs nothing installed);
 - ``usi:COMMAND``: any USI engine through bookgen's own USI client;
-- ``torch:PATH`` / ``onnx:PATH``: a dlshogi-shaped residual network;
+- ``torch:PATH`` / ``onnx:PATH``: a dlshogi-shaped residual network (bookgen's
+  model files, dlshogi's ``.npz``/``.pth``/ONNX files), on the device its
+  :class:`~bookgen.engines.network.device.NetworkSettings` options choose;
 - ``blend:BOOK:INNER``: book priors blended into INNER (dlshogi Use_Book_Policy).
 """
 

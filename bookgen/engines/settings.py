@@ -3,7 +3,9 @@
 :class:`EngineSettings` is the one description of an engine for every
 command that analyses positions: its spec (:class:`~bookgen.engines.spec.EngineSpec`),
 USI ``setoption`` pairs, go limits, the search timeout, the restart policy,
-and for grow the MultiPV start and the network batch size. Settings are
+for grow the MultiPV start and the network batch size, and for a network
+where and how it runs (:class:`~bookgen.engines.network.device.NetworkSettings`:
+device, fp16, onnxruntime providers). Settings are
 picklable, so worker processes open their own engine from them
 (:func:`bookgen.engines.factory.open_evaluator`).
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES
+from bookgen.engines.network.device import NetworkSettings
 from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError, SettingsError
@@ -37,7 +40,9 @@ class EngineSettings:
     the built-in search, ``depth`` and ``nodes``); ``timeout_s`` the longest
     wait for one USI search (None: automatic); ``restarts`` what a failed
     search does; ``multipv`` the MultiPV lines a USI evaluator starts with
-    and ``batch_size`` a network's batch (grow; None: their defaults).
+    and ``batch_size`` a network's batch (grow; None: their defaults);
+    ``network`` where a ``torch:`` or ``onnx:`` network runs (also under
+    ``blend:``), not part of the analysis key.
     """
 
     spec: EngineSpec
@@ -47,6 +52,13 @@ class EngineSettings:
     restarts: RestartPolicy = RestartPolicy()
     multipv: int | None = None
     batch_size: int | None = None
+    network: NetworkSettings = NetworkSettings()
+
+    def __post_init__(self) -> None:
+        if self.network != NetworkSettings() and not self.spec.base.is_network:
+            name = next(iter(self.network.options()))
+            raise SettingsError(f"network.{name}", "applies to torch: and onnx: evaluators "
+                                f"only, not to {self.spec.base.kind}")
 
     def key(self) -> dict[str, Any]:
         """The analysis key: ``{"engine", "options" (sorted), "nodes", "byoyomi",
@@ -85,8 +97,10 @@ class EngineSettings:
             for name, value in (("depth", limits.depth), ("nodes", limits.nodes)):
                 if value is not None:
                     options[name] = value
-        elif kind in ("torch", "onnx") and self.batch_size is not None:
-            options["batch_size"] = self.batch_size
+        elif kind in ("torch", "onnx"):
+            if self.batch_size is not None:
+                options["batch_size"] = self.batch_size
+            options.update(self.network.options())
         return options
 
 

@@ -8,7 +8,9 @@ it here, into an :class:`EngineSpec`:
   analyses positions for grow and refine, and plays moves by itself in
   self-play and matches;
 - ``usi:COMMAND``: any USI engine, through bookgen's USI client;
-- ``torch:PATH`` / ``onnx:PATH``: a dlshogi-shaped network (analysers only);
+- ``torch:PATH`` / ``onnx:PATH``: a dlshogi-shaped network (analysers only;
+  bookgen's ``.pt`` or dlshogi's ``.npz``/``.pth`` for torch, any dlshogi-layout
+  ONNX file);
 - ``blend:BOOK:INNER``: book priors blended into the analyser INNER;
 - ``mcts:INNER``: a player that runs bookgen's MCTS over the analyser INNER
   (players only). As a player, a bare network or blend spec means the same:

@@ -38,7 +38,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from bookgen.engines.network.features import (
+from bookgen.engines.network import dlshogi_models  # noqa: E402  (torch's wait policy first)
+from bookgen.engines.network.dlshogi_models import dlshogi_state  # noqa: E402
+from bookgen.engines.network.features import (  # noqa: E402
     FEATURES1_NUM,
     FEATURES2_NUM,
     INPUT_NAMES,
@@ -46,9 +48,9 @@ from bookgen.engines.network.features import (
     MOVE_LABELS,
     OUTPUT_NAMES,
 )
-from bookgen.errors import BookgenError
-from bookgen.extras import require_extra
-from bookgen.files import atomic_output
+from bookgen.errors import BookgenError  # noqa: E402
+from bookgen.extras import require_extra  # noqa: E402
+from bookgen.files import atomic_output  # noqa: E402
 
 MODEL_FORMAT = "bookgen-dlshogi-resnet"
 MODEL_VERSION = 1
@@ -116,7 +118,7 @@ class PolicyValueNetwork(nn.Module):
 class _SigmoidValue(nn.Module):
     """Export wrapper: value output as a probability, as dlshogi's ONNX files have it."""
 
-    def __init__(self, model: PolicyValueNetwork) -> None:
+    def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
 
@@ -193,7 +195,8 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
-def _read_payload(path: Path) -> dict[str, Any]:
+def _torch_load(path: Path) -> object:
+    """What ``torch.load(weights_only=True)`` reads from ``path`` (one-line errors)."""
     if not path.exists():
         raise BookgenError(f"{path}: no such model file")
     if not path.is_file():
@@ -202,7 +205,7 @@ def _read_payload(path: Path) -> dict[str, Any]:
         with warnings.catch_warnings():
             # torch warns about the pickle protocol of files it then refuses.
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         if "weights only" in str(error).lower() or "weights_only" in str(error).lower():
             raise BookgenError(
@@ -217,6 +220,11 @@ def _read_payload(path: Path) -> dict[str, Any]:
         if zip_header:
             raise BookgenError(f"{path}: truncated or corrupt PyTorch model file") from None
         raise BookgenError(f"{path}: not a PyTorch model file") from None
+
+
+def _read_payload(path: Path, payload: object = None) -> dict[str, Any]:
+    if payload is None:
+        payload = _torch_load(path)
     if not isinstance(payload, dict):
         raise BookgenError(f"{path}: not a bookgen model (it holds a "
                            f"{type(payload).__name__}, not a dict)")
@@ -234,10 +242,11 @@ def _read_payload(path: Path) -> dict[str, Any]:
     return payload
 
 
-def load_model(path: str | Path) -> PolicyValueNetwork:
-    """Read a bookgen model file (weights only, never arbitrary objects), in eval mode."""
+def load_model(path: str | Path, payload: object = None) -> PolicyValueNetwork:
+    """Read a bookgen model file (weights only, never arbitrary objects), in eval mode
+    (``payload``: what :func:`_torch_load` already read from it)."""
     path = Path(path)
-    payload = _read_payload(path)
+    payload = _read_payload(path, payload)
     blocks, channels = payload.get("blocks"), payload.get("channels")
     value_hidden = payload.get("value_hidden", DEFAULT_VALUE_HIDDEN)
     blocks, channels, value_hidden = _check_hyper(blocks, channels, value_hidden, str(path))
@@ -271,26 +280,75 @@ def load_model(path: str | Path) -> PolicyValueNetwork:
     return model.eval()
 
 
+def input2_planes(model: nn.Module) -> int:
+    """The ``input2`` planes ``model`` takes (57, or 119 with the entering-king features)."""
+    return int(getattr(model, "input2_planes", FEATURES2_NUM))
+
+
+def load_network(path: str | Path, network: str | None = None) -> nn.Module:
+    """Any network model file bookgen reads, in eval mode on the CPU, in float32:
+    a bookgen model file (``bookgen model init``), or dlshogi's ``.npz`` model or
+    ``.pth`` checkpoint (:mod:`bookgen.engines.network.dlshogi_models`;
+    ``network``: dlshogi's network name, for the activation). Anything else is
+    a one-line error saying what was expected."""
+    path = Path(path)
+    if not path.is_file():
+        raise BookgenError(f"{path}: no such model file" if not path.exists()
+                           else f"{path}: not a file")
+    if path.suffix.lower() == ".npz":
+        return dlshogi_models.load_dlshogi(path, dlshogi_models.read_npz(path), network)
+    payload = _torch_load(path)
+    if isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT:
+        if network is not None:
+            raise BookgenError(f"{path}: a bookgen model file: a dlshogi network name "
+                               "applies to dlshogi's .npz and .pth files only")
+        return load_model(path, payload)
+    state = dlshogi_state(payload)
+    if state is None:
+        found = (f"a dict with keys {sorted(map(str, payload))[:4]}"
+                 if isinstance(payload, dict) else f"a {type(payload).__name__}")
+        raise BookgenError(f"{path}: {found}; expected a bookgen model file (format "
+                           f"{MODEL_FORMAT!r}, 'bookgen model init') or "
+                           f"{dlshogi_models.EXPECTED}")
+    return dlshogi_models.load_dlshogi(path, state, network)
+
+
 # --------------------------------------------------------------------------
 # ONNX
 
 
 def export_onnx(model_path: str | Path, onnx_path: str | Path,
-                opset: int = ONNX_OPSET) -> dict[str, Any]:
-    """Export a bookgen model file to ONNX with a dynamic batch axis; returns its info.
+                opset: int = ONNX_OPSET, *, network: str | None = None,
+                fp16: bool = False) -> dict[str, Any]:
+    """Export a model file (:func:`load_network`: bookgen's, or dlshogi's ``.npz``/
+    ``.pth`` with its ``network`` name) to ONNX with a dynamic batch axis, as
+    dlshogi's ``convert_model_to_onnx.py`` does; returns its info.
 
-    Inputs ``input1`` (N, 62, 9, 9) and ``input2`` (N, 57, 9, 9) float32;
+    Inputs ``input1`` (N, 62, 9, 9) and ``input2`` (N, 57 or 119, 9, 9);
     outputs ``output_policy`` (N, 2187) logits and ``output_value`` (N, 1)
     win probability of the side to move (sigmoid applied, as in dlshogi).
+    ``fp16``: half-precision weights, inputs and outputs.
     """
     require_extra("onnx", "nn", "ONNX export")
     import onnx
 
-    model = load_model(model_path)
+    model = load_network(model_path, network)
     onnx_path = Path(onnx_path)
     wrapper = _SigmoidValue(model).eval()
-    example = (torch.zeros(2, FEATURES1_NUM, 9, 9), torch.zeros(2, FEATURES2_NUM, 9, 9))
+    dtype = torch.float16 if fp16 else torch.float32
+    if fp16:
+        wrapper = wrapper.half()
+    example = (torch.zeros(2, FEATURES1_NUM, 9, 9, dtype=dtype),
+               torch.zeros(2, input2_planes(model), 9, 9, dtype=dtype))
     batch = {0: "batch_size"}
+    if isinstance(model, PolicyValueNetwork):
+        metadata: dict[str, Any] = {"format": MODEL_FORMAT, "blocks": model.blocks_count,
+                                    "channels": model.channels,
+                                    "value_hidden": model.value_hidden}
+    else:
+        metadata = dlshogi_models.info_of(model)
+    metadata.update(parameters=parameter_count(model), value_output="sigmoid",
+                    policy_output="logits", precision="fp16" if fp16 else "fp32")
 
     def write(temporary: Path) -> None:
         # The TorchScript exporter (dynamo=False) is deprecated but needs no
@@ -303,10 +361,6 @@ def export_onnx(model_path: str | Path, onnx_path: str | Path,
                 dynamic_axes={name: batch for name in INPUT_NAMES + OUTPUT_NAMES},
                 do_constant_folding=True)
         proto = onnx.load(str(temporary))
-        metadata = {"format": MODEL_FORMAT, "blocks": model.blocks_count,
-                    "channels": model.channels, "value_hidden": model.value_hidden,
-                    "parameters": parameter_count(model), "value_output": "sigmoid",
-                    "policy_output": "logits"}
         for key, value in metadata.items():
             entry = proto.metadata_props.add()
             entry.key, entry.value = f"bookgen.{key}", str(value)
@@ -351,21 +405,26 @@ def _onnx_info(path: Path) -> dict[str, Any]:
     }
 
 
-def model_info(path: str | Path) -> dict[str, Any]:
-    """Architecture of a bookgen ``.pt`` model or an ONNX file, as a JSON-ready dict."""
+def model_info(path: str | Path, network: str | None = None) -> dict[str, Any]:
+    """Architecture of a model file (:func:`load_network`) or an ONNX file, as a
+    JSON-ready dict."""
     path = Path(path)
     if not path.is_file():
         raise BookgenError(f"{path}: no such model file")
     if path.suffix.lower() == ".onnx":
         return _onnx_info(path)
-    if not zipfile.is_zipfile(path):
+    if path.suffix.lower() != ".npz" and not zipfile.is_zipfile(path):
         try:
             return _onnx_info(path)
         except BookgenError:
             pass  # report it as a bad torch file below
-    model = load_model(path)
-    return {"file": str(path), "kind": "torch", "format": MODEL_FORMAT,
-            "blocks": model.blocks_count, "channels": model.channels,
-            "value_hidden": model.value_hidden, "parameters": parameter_count(model),
-            "inputs": {"input1": ["N", FEATURES1_NUM, 9, 9], "input2": ["N", FEATURES2_NUM, 9, 9]},
+    model = load_network(path, network)
+    if isinstance(model, PolicyValueNetwork):
+        info: dict[str, Any] = {"format": MODEL_FORMAT, "blocks": model.blocks_count,
+                                "channels": model.channels, "value_hidden": model.value_hidden}
+    else:
+        info = dlshogi_models.info_of(model)
+    return {"file": str(path), "kind": "torch", **info, "parameters": parameter_count(model),
+            "inputs": {"input1": ["N", FEATURES1_NUM, 9, 9],
+                       "input2": ["N", input2_planes(model), 9, 9]},
             "outputs": {"output_policy": ["N", MOVE_LABELS], "output_value": ["N", 1]}}
