@@ -76,10 +76,13 @@ class Run:
 
 
 def measure(name: str, command: list[str]) -> Run:
-    """Run ``command``; wall and CPU seconds and peak RSS of its process tree."""
+    """Run ``command``; wall and CPU seconds and peak RSS of its process tree. Run from
+    the temporary directory, so that ``python -m bookgen`` takes the bookgen of that
+    interpreter's checkout (not the current directory's)."""
     with tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors,
+                                   cwd=tempfile.gettempdir())
         _pid, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -294,7 +297,7 @@ def main() -> None:
     if args.peta is not None and not os.access(args.peta, os.X_OK):
         raise SystemExit(f"{args.peta}: not an executable")
     for source in args.books or [book_of(size) for size in args.sizes]:
-        bench(source, args.peta, args.runs, args.baseline)
+        bench(source.resolve(), args.peta, args.runs, args.baseline)
 
 
 if __name__ == "__main__":
