@@ -195,3 +195,27 @@ def test_parallel_searches_are_stored_in_the_run_params(tmp_path: Path) -> None:
                   db.execute("SELECT params FROM runs ORDER BY id")]
     assert params[0]["parallel_searches"] == 3
     assert "parallel_searches" not in params[1]   # 1: stored as before the option
+
+
+def test_worker_processes_expand_groups_of_positions(tmp_path: Path) -> None:
+    """--workers 2 --parallel-searches 3: spawned workers get groups of 3 positions."""
+    summary = _grow(tmp_path / "book.sqlite", "builtin", "--workers", 2,
+                    "--parallel-searches", 3, "--batch-size", 3)
+    assert summary["expansions"] == 12 and summary["status"] == "done"
+    assert summary["mean_batch"] > 1.5
+    with sqlite3.connect(tmp_path / "book.sqlite") as db:
+        expanded = db.execute("SELECT COUNT(DISTINCT position_id) FROM moves").fetchone()[0]
+    assert expanded >= 12
+
+
+def test_a_ray_actor_expands_groups_of_positions(tmp_path: Path) -> None:
+    """--cluster local: the actor gets groups of positions, as a local worker does,
+    and grows the book a local run grows."""
+    args = ("--parallel-searches", 3, "--batch-size", 3)
+    local = _grow(tmp_path / "local.sqlite", "builtin", *args)
+    actor = _grow(tmp_path / "actor.sqlite", "builtin", "--cluster", "local", "--workers", 1,
+                  *args)
+    assert actor["expansions"] == local["expansions"] == 12
+    assert actor["mean_batch"] == local["mean_batch"] > 1.5
+    assert _book(tmp_path / "actor.sqlite", "builtin") == _book(tmp_path / "local.sqlite",
+                                                               "builtin")
