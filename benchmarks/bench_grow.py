@@ -22,7 +22,7 @@ after another, on the device given (``--device``, printed)::
 
     python benchmarks/bench_grow.py --network 5x64 [--runtime onnx] [--device cpu]
         [--network-positions 32] [--network-playouts 800] [--batch 64]
-        [--searches 1,4,16]
+        [--searches 1,4,16] [--threads N]
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ def run_network(args: argparse.Namespace) -> None:
                             (int(text) for text in args.searches.split(","))]
         base: float | None = None
         for searches, batch in rows:
-            options = {"batch_size": batch, "device": args.device}
+            options: dict = {"batch_size": batch, "device": args.device}
+            if args.threads:
+                options["threads"] = args.threads
             settings = GrowSettings(
                 evaluator=EvaluatorSettings(spec, options),
                 budget=GrowBudget(positions=args.network_positions),
@@ -94,6 +96,7 @@ def run_network(args: argparse.Namespace) -> None:
                   f"--parallel-searches {searches:>3} --batch-size {batch:>3}  "
                   f"{summary.expansions:>4} positions {summary.seconds:>7.1f} s  "
                   f"{summary.positions_per_second:>6.2f} pos/s  "
+                  f"{summary.evaluations / summary.seconds:>6.0f} evals/s  "
                   f"mean batch {summary.mean_batch:>5.1f}  "
                   f"outside evaluator {100 * summary.outside_evaluator_share:5.1f}%  {ratio}",
                   flush=True)
@@ -107,6 +110,8 @@ def main() -> None:
     parser.add_argument("--network-positions", type=int, default=32)
     parser.add_argument("--network-playouts", type=int, default=800)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="the network's CPU threads (0: the evaluator's default)")
     parser.add_argument("--searches", default="1,4,16")
     parser.add_argument("--positions", type=int, default=400,
                         help="positions to expand with the built-in evaluator")
