@@ -58,14 +58,31 @@ class GrowSummary:
     evaluations: int = 0
     stop_reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    batches: int = 0          # evaluator calls (network batches), all workers
+    workers: int = 1          # the workers whose time ``eval_seconds`` sums
 
     @property
     def positions_per_second(self) -> float:
         return self.expansions / self.seconds if self.seconds else 0.0
 
+    @property
+    def mean_batch(self) -> float:
+        """Positions per evaluator call (the mean network batch)."""
+        return self.evaluations / self.batches if self.batches else 0.0
+
+    @property
+    def outside_evaluator_share(self) -> float:
+        """The share of the workers' time spent outside the evaluator (0 to 1)."""
+        busy = self.seconds * self.workers
+        return max(0.0, 1 - self.eval_seconds / busy) if busy else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         result = asdict(self)
+        del result["workers"], result["batches"]
         result["positions_per_second"] = self.positions_per_second
+        result["network_batches"] = self.batches
+        result["mean_batch"] = round(self.mean_batch, 3)
+        result["outside_evaluator_share"] = round(self.outside_evaluator_share, 4)
         return result
 
 
@@ -101,7 +118,9 @@ def grow(book: str | Path = DEFAULT_BOOK, settings: GrowSettings | None = None, 
             graph.link_children(store)
             run_id = store.begin_run("grow", params, evaluator=evaluator)
             store.end_run(run_id, status="running", counts={"pid": os.getpid()})
-        summary = GrowSummary(str(book), run_id, "running")
+        summary = GrowSummary(str(book), run_id, "running",
+                              workers=((settings.cluster.workers or settings.workers)
+                                       if settings.cluster else settings.workers))
         status = "failed"
         abandon = True  # on errors and Ctrl-C: do not wait for the workers' expansions
         backend = None
@@ -109,7 +128,8 @@ def grow(book: str | Path = DEFAULT_BOOK, settings: GrowSettings | None = None, 
             walker = make_strategy(settings.strategy, graph, root_boards, settings.walk,
                                    random.Random(settings.seed))
             backend = make_backend(evaluator, options, (settings.mcts, settings.book_moves),
-                                   settings.workers, settings.cluster)
+                                   settings.workers, settings.cluster,
+                                   settings.parallel_searches)
             with stop_on_interrupt() as stop:
                 status = _run(store, graph, walker, backend, summary, stop, budget.trials,
                               budget.positions, budget.seconds_s, progress)
@@ -183,6 +203,8 @@ def _run(store: Book, graph: GrowGraph, walker: Any, backend: Any, summary: Grow
                 backend.submit(f"{leaf.sfen} {leaf.ply}")
                 if trials is not None and summary.trials >= trials:
                     break
+                if positions is not None and summary.expansions + len(pending) >= positions:
+                    break  # (several in flight: the budget is reached within this loop)
             if not pending:
                 summary.seconds = time.perf_counter() - start
                 if stop.is_set():
@@ -217,6 +239,7 @@ def _record(store: Book, graph: GrowGraph, result: ExpansionResult, ply: int | N
         summary.expansions += 1
         summary.evaluations += result.evaluations
         summary.eval_seconds += result.eval_seconds
+        summary.batches += result.batches
         with store.transaction():
             graph.expand(store, board, ply if ply is not None else board.move_number,
                          result.choices, result.value, result.win_rate, result.visits,

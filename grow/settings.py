@@ -123,8 +123,12 @@ class BookMoveRule:
 @dataclass(frozen=True)
 class GrowSettings:
     """Everything a grow run does (see ``bookgen grow --help``). ``mcts.batch_size``
-    is the MCTS batch (networks: also the model's); the CLI's default for it
-    is :func:`bookgen.engines.factory.default_batch_size` of the evaluator."""
+    is the evaluator's batch (networks: the model's); the CLI's default for it
+    is :func:`bookgen.engines.factory.default_batch_size` of the evaluator.
+    ``parallel_searches``: positions each worker expands at once, their
+    searches' leaves evaluated together; each search gathers
+    ``mcts.batch_size / parallel_searches`` leaves (rounded up,
+    :func:`bookgen.engines.batching.search_batch`) before it waits."""
 
     evaluator: EvaluatorSettings = field(default_factory=EvaluatorSettings)
     strategy: str = "dlshogi"
@@ -136,12 +140,14 @@ class GrowSettings:
     workers: int = 1
     seed: int = 0
     cluster: ClusterSettings | None = None   # expansions in the actors of a Ray cluster
+    parallel_searches: int = 1               # positions each worker expands at once
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise BookgenError(f"unknown strategy {self.strategy!r} "
                                f"(choose from {', '.join(STRATEGIES)})")
         at_least("workers", self.workers)
+        at_least("parallel_searches", self.parallel_searches)
 
     def evaluator_options(self) -> dict[str, Any]:
         """The evaluator's options in each worker (local or on the cluster)."""
@@ -165,4 +171,6 @@ class GrowSettings:
                 "draw_value_white": self.mcts.draws.white,
                 "visit_threshold": rule.visit_share_threshold, "cutoff": rule.win_rate_cutoff,
                 "min_visits": rule.min_visits, "workers": self.workers, "seed": self.seed,
-                **({"cluster": self.cluster.params()} if self.cluster is not None else {})}
+                **({"cluster": self.cluster.params()} if self.cluster is not None else {}),
+                **({"parallel_searches": self.parallel_searches}
+                   if self.parallel_searches != 1 else {})}

@@ -25,6 +25,7 @@ from bookgen.cli.options import (
     workers_option,
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, reports_errors
+from bookgen.engines.factory import parallel_searches_help
 from bookgen.errors import BookgenError
 
 if TYPE_CHECKING:
@@ -72,7 +73,13 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 @click.option("--playouts", type=click.IntRange(1), default=200, show_default=True,
               help="MCTS playouts per expanded position (not used by usi: evaluators, "
                    "whose own MultiPV search is the leaf search).")
-@batch_size_option("Leaves evaluated together in MCTS (networks: also the model batch); ")
+@batch_size_option("Leaves evaluated together, of all the worker's searches (networks: the "
+                   "model batch); ")
+@click.option("--parallel-searches", type=click.IntRange(1), default=None,
+              help="Positions each worker expands at once: their MCTS searches run "
+                   "interleaved, each gathering --batch-size / N leaves, and the evaluator "
+                   "takes the leaves of all of them together (same books as one search "
+                   "after another); " + parallel_searches_help() + ".")
 @click.option("--trials", type=click.IntRange(1), help="Stop after this many walks.")
 @click.option("--positions", type=click.IntRange(1),
               help="Stop after expanding this many positions (default 100 without a budget).")
@@ -114,7 +121,8 @@ def _evaluator_options(spec: str, engine_options: tuple[str, ...], nodes: int | 
 @reports_errors
 @network_options
 def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
-                 batch_size: int | None, trials: int | None, positions: int | None,
+                 batch_size: int | None, parallel_searches: int | None, trials: int | None,
+                 positions: int | None,
                  seconds: float | None, color: str, roots: str | None, max_ply: int,
                  eval_threshold: int, temperature: float, draw_value_black: int,
                  draw_value_white: int, visit_threshold: float, cutoff: float, min_visits: int,
@@ -130,7 +138,7 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     lose only the expansions in flight, and running the command again
     continues from the book as it is. Each run is recorded in the runs table.
     """
-    from bookgen.engines.factory import default_batch_size
+    from bookgen.engines.factory import default_batch_size, default_parallel_searches
     from bookgen.engines.mcts import MctsSettings
     from bookgen.formats.positions import Roots
     from bookgen.grow import (
@@ -157,17 +165,19 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
                           draws=DrawValues(draw_value_black, draw_value_white)),
         book_moves=BookMoveRule(visit_share_threshold=visit_threshold, win_rate_cutoff=cutoff,
                                 min_visits=min_visits),
-        workers=workers, seed=seed, cluster=cluster_settings(cluster, worker_resources))
+        workers=workers, seed=seed, cluster=cluster_settings(cluster, worker_resources),
+        parallel_searches=(parallel_searches if parallel_searches is not None
+                           else default_parallel_searches(evaluator)))
     summary = grow(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())
     else:
-        busy = summary.seconds * workers  # evaluator time is summed over the workers
-        share = (1 - summary.eval_seconds / busy) * 100 if busy else 0.0
+        share = summary.outside_evaluator_share * 100
         click.echo(f"{book}: run {summary.run_id} {summary.status} ({summary.stop_reason}): "
                    f"{summary.expansions} positions expanded in {summary.seconds:.1f} s "
                    f"({summary.positions_per_second:.2f}/s, {share:.0f}% of the workers' time "
-                   f"outside the evaluator); +{summary.positions_added} positions, "
+                   f"outside the evaluator, mean evaluator batch {summary.mean_batch:.1f}); "
+                   f"+{summary.positions_added} positions, "
                    f"+{summary.moves_added} moves, {summary.moves_updated} moves updated; book "
                    f"now {summary.positions} positions, {summary.moves} moves")
     exit_if_interrupted(summary.status == "interrupted")

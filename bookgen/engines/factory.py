@@ -23,8 +23,9 @@ if TYPE_CHECKING:  # cshogi stays unloaded for `bookgen --help`
     from bookgen.engines.restart import EngineLabel
     from bookgen.engines.settings import EngineSettings
 
-__all__ = ["DEFAULT_BATCH_SIZES", "batch_size_help", "default_batch_size", "make_evaluator",
-           "open_evaluator"]
+__all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLEL_SEARCHES", "batch_size_help",
+           "default_batch_size", "default_parallel_searches", "make_evaluator",
+           "open_evaluator", "parallel_searches_help"]
 
 # Leaves an MCTS search evaluates together, when --batch-size is not given.
 # The built-in evaluator costs the same per leaf at any batch size; a network
@@ -42,6 +43,32 @@ def default_batch_size(spec: str | EngineSpec) -> int:
     if isinstance(spec, str):
         spec = parse_spec(spec)
     return DEFAULT_BATCH_SIZES.get(spec.base.kind, 1)
+
+
+# Positions one grow worker expands at once (``--parallel-searches``) when not
+# given: their searches' leaves share the evaluator's batches. The built-in
+# evaluator gains nothing from batches; a network fills its batch of 16 with
+# 4 searches of 4 leaves each (less virtual loss in each search than one
+# search of 16 leaves), see benchmarks/bench_grow.py --network.
+DEFAULT_PARALLEL_SEARCHES = {"builtin": 1, "usi": 1, "torch": 4, "onnx": 4}
+
+
+def default_parallel_searches(spec: str | EngineSpec) -> int:
+    """``grow --parallel-searches`` for ``spec`` when none is given (``blend:BOOK:INNER``:
+    INNER's)."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    return DEFAULT_PARALLEL_SEARCHES.get(spec.base.kind, 1)
+
+
+def parallel_searches_help() -> str:
+    """The defaults above in words, for --parallel-searches help texts."""
+    networks = sorted({size for kind, size in DEFAULT_PARALLEL_SEARCHES.items()
+                       if kind in ("torch", "onnx")})
+    assert len(networks) == 1
+    return (f"default: {networks[0]} for torch: and onnx:, "
+            f"{DEFAULT_PARALLEL_SEARCHES['builtin']} for builtin and usi: "
+            "(blend: as its inner evaluator)")
 
 
 def batch_size_help() -> str:

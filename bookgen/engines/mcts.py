@@ -19,13 +19,21 @@ from __future__ import annotations
 import heapq
 import math
 import threading
+from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import cshogi
 
 from bookgen.engines.protocols import Evaluation, Evaluator
 from bookgen.errors import SettingsError
 from bookgen.values import DrawValues, value_to_cp
+
+R = TypeVar("R")
+
+SearchSteps = Generator[list[cshogi.Board], list[Evaluation], R]
+"""A resumable search that returns R: it yields batches of boards to evaluate
+and is sent their evaluations, in order (see :meth:`Mcts.searching`)."""
 
 C_BASE = 19652.0
 C_INIT = 1.25
@@ -203,16 +211,35 @@ class Mcts:
     def search(self, board: cshogi.Board, root_evaluation: Evaluation | None = None
                ) -> MctsResult:
         """Search ``board`` (left unchanged) with the playout budget."""
+        searching = self.searching(board, root_evaluation)
+        try:
+            boards = next(searching)
+            while True:
+                boards = searching.send(self.evaluator.evaluate(boards))
+        except StopIteration as stop:
+            result: MctsResult = stop.value
+            return result
+
+    def searching(self, board: cshogi.Board, root_evaluation: Evaluation | None = None
+                  ) -> SearchSteps[MctsResult]:
+        """:meth:`search` as a resumable search: it yields each batch of leaves
+        (boards not to be changed until it is resumed), is sent their
+        evaluations, and returns the result. Whoever drives it may evaluate
+        the leaves of many searches together
+        (:class:`bookgen.engines.batching.SearchBatcher`); the result is the
+        same as :meth:`search`'s with the same evaluations. ``self.evaluator``
+        is not used."""
         settings = self.settings
-        self.evaluations = 0
+        self.evaluations = evaluations_done = 0
         self._scales = _scale_table(settings.c_base, settings.c_init, settings.playouts)
         root = _Node()
         if root_evaluation is None:
-            root_evaluation = self.evaluator.evaluate([board])[0]
-            self.evaluations += 1
+            root_evaluation = (yield [board])[0]
+            evaluations_done += 1
         root.expand(board, root_evaluation)
         if root.terminal:
-            return MctsResult([], root.value, 0, self.evaluations)
+            self.evaluations = evaluations_done
+            return MctsResult([], root.value, 0, evaluations_done)
         board = board.copy()
         done = 0
         while done < settings.playouts:
@@ -236,8 +263,8 @@ class Mcts:
                     board.pop()
             if pending:
                 boards = [leaf_board for _path, _leaf, leaf_board in pending]
-                evaluations = self.evaluator.evaluate(boards)
-                self.evaluations += len(boards)
+                evaluations = yield boards
+                evaluations_done += len(boards)
                 for (path, leaf, leaf_board), evaluation in zip(pending, evaluations):
                     if not leaf.expanded and not leaf.terminal:
                         leaf.expand(leaf_board, evaluation)
@@ -246,7 +273,8 @@ class Mcts:
                     board.pop()
             if settings.early_stop and self._decided(root, settings.playouts - done):
                 break
-        return MctsResult(self._root_stats(root), root.value, done, self.evaluations)
+        self.evaluations = evaluations_done
+        return MctsResult(self._root_stats(root), root.value, done, evaluations_done)
 
     def _descend(self, root: _Node, board: cshogi.Board
                  ) -> tuple[list[tuple[_Node, int]], _Node, float | None]:

@@ -27,7 +27,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from bookgen.children import die_with_parent
 from bookgen.signals import ignore_interrupts
 
-__all__ = ["BrokenProcessPool", "LocalRunner", "PoolRunner", "TaskRunner", "WorkerPool"]
+__all__ = ["BrokenProcessPool", "GroupedRunner", "LocalRunner", "PoolRunner", "TaskRunner",
+           "WorkerPool"]
 """``BrokenProcessPool``: what a :class:`PoolRunner` raises when a worker died."""
 
 R = TypeVar("R")
@@ -180,3 +181,45 @@ class PoolRunner(Generic[T, R]):
 
     def terminate(self) -> None:
         self.pool.terminate()
+
+
+class GroupedRunner(Generic[T, R]):
+    """Tasks sent in groups of ``group`` to a runner of groups (``inner``, whose
+    task is a list of tasks and whose result the list of their results):
+    a worker then has a whole group to work on at once (grow's
+    ``--parallel-searches``). A group is sent when it is full, or, part
+    full, when results are collected. Each in-flight group of ``inner``
+    counts ``group`` tasks of :meth:`capacity`."""
+
+    def __init__(self, inner: TaskRunner[list[T], list[R]], group: int) -> None:
+        self.inner = inner
+        self.group = max(1, group)
+        self.buffer: list[T] = []
+
+    def capacity(self) -> int:
+        return self.inner.capacity() * self.group
+
+    def live_workers(self) -> int:
+        return self.inner.live_workers()
+
+    def submit(self, task: T) -> None:
+        self.buffer.append(task)
+        if len(self.buffer) >= self.group:
+            self._send()
+
+    def collect(self) -> list[R]:
+        if self.buffer:
+            self._send()
+        return [result for results in self.inner.collect() for result in results]
+
+    def close(self) -> None:
+        self.buffer.clear()
+        self.inner.close()
+
+    def terminate(self) -> None:
+        self.buffer.clear()
+        self.inner.terminate()
+
+    def _send(self) -> None:
+        group, self.buffer = self.buffer, []
+        self.inner.submit(group)

@@ -49,7 +49,8 @@ Normalised in the outputs (``normalise_*``):
   ('python -m bookgen.cli', a script path) becomes 'bookgen'.
 - JSON (stdout of --json, JSON files, JSON in SQLite columns): keys for
   durations and rates are dropped: 'seconds' (a number or a dict of them),
-  '*_seconds', '*_per_second', 'peak_memory_mb', 'overhead_per_game', 'pid'.
+  '*_seconds', '*_per_second', 'peak_memory_mb', 'overhead_per_game', 'pid',
+  'outside_evaluator_share' (grow's share of time outside the evaluator).
   The rest is re-serialised in its own key order; the first line of a
   normalised JSON output names the layout the command printed (indent=2,
   compact, ...) so a change of layout still shows.
@@ -117,7 +118,8 @@ class GoldenError(Exception):
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 _PROG = re.compile(r"python3? -m bookgen(?:\.cli)?\b")
 _GENERATED = re.compile(r"(generated <time> by bookgen) [^\s<]+?(\.?)(?=[\s<]|$)", re.M)
-_VOLATILE_KEYS = {"seconds", "peak_memory_mb", "overhead_per_game", "pid"}
+_VOLATILE_KEYS = {"seconds", "peak_memory_mb", "overhead_per_game", "pid",
+                  "outside_evaluator_share"}
 _VOLATILE_SUFFIXES = ("_seconds", "_per_second")
 
 
