@@ -509,6 +509,30 @@ def test_broken_engine_stops_with_a_clear_error(tmp_path, script, args):
     assert statuses[-1] == "failed" or len(statuses) == 1  # refused before a run started
 
 
+def test_engine_answering_from_its_book_stops_grow_and_says_so_once(tmp_path):
+    """A grow analysis answered from the engine's own book is not stored: one line names
+    the engine and the option that turns the book off, the run stops like one with an
+    engine answering without any score; with the book off it grows."""
+    book = tmp_path / "book.sqlite"
+    grow(book, small_grow(20, 3), progress=False)  # something to keep
+    before = summary_expansions(book)
+    engine = f"usi:{fake_engine('fake_engine.py', '--book', 'string', '--multipv')}"
+    result = run_cli("grow", "-b", book, "--evaluator", engine, "--nodes", "100",
+                     "--positions", "5", expect=2)
+    lines = result.stderr.strip().splitlines()
+    assert [line for line in lines if "answers from its own book" in line] == [
+        "bookgen: engine 'FakeEngine 1.0' answers from its own book; its book moves are not "
+        "stored as analyses (set --engine-option USI_OwnBook=false or --engine-option "
+        "BookFile=no_book)"]
+    assert lines[-1].startswith("bookgen: error: evaluator usi:") and "own book" in lines[-1]
+    assert summary_expansions(book) == before
+    check_grown_book(book)
+    result = run_cli("grow", "-b", book, "--evaluator", engine, "--nodes", "100",
+                     "--positions", "5", "--engine-option", "USI_OwnBook=false")
+    assert "own book" not in result.stderr
+    assert summary_expansions(book) > before
+
+
 @pytest.mark.parametrize("strategy", ["dlshogi", "dropout"])
 def test_books_do_not_depend_on_string_hashing(tmp_path, strategy):
     """The same seed grows the same book whatever PYTHONHASHSEED is (value

@@ -372,6 +372,31 @@ def test_engine_failing_on_every_position_stops_the_run(grown, tmp_path):
     assert json.loads(counts)["failed"] == 2
 
 
+def test_engine_answering_from_its_book_is_not_stored(grown, tmp_path):
+    """An engine answering from its own book (YaneuraOu's default BookFile) is said
+    once, with the option that turns the book off; nothing is stored, its positions
+    are failed ones that a later run, with the book off, analyses."""
+    book = copy_of(grown, tmp_path)
+    engine = f"usi:{fake_engine(FAKES / 'fake_engine.py', '--book', 'depth0')}"
+    result = run_cli("refine", "search", "-b", book, "--engine", engine, "--nodes", "100",
+                     expect=2)
+    lines = result.stderr.strip().splitlines()
+    assert [line for line in lines if "answers from its own book" in line] == [
+        "bookgen: engine 'FakeEngine 1.0' answers from its own book; its book moves are not "
+        "stored as analyses (set --engine-option USI_OwnBook=false or --engine-option "
+        "BookFile=no_book)"]
+    assert lines[-1].startswith("bookgen: error: engine usi:") and "own book" in lines[-1]
+    run_id, _c, status, _e, _p, counts = last_run(book)
+    assert status == "failed" and analyses(book) == {}
+    assert json.loads(counts)["failed"] >= 1
+    result = run_cli("refine", "search", "-b", book, "--engine", engine, "--nodes", "100",
+                     "--engine-option", "USI_OwnBook=false", "--json")
+    summary = json.loads(result.output)
+    assert summary["status"] == "done" and summary["failed"] == 0
+    assert set(analyses(book)) == with_moves(book)
+    assert "own book" not in result.stderr
+
+
 def test_errors_are_one_line_and_write_nothing(grown, tmp_path):
     book = copy_of(grown, tmp_path)
     before = dump_book(book)

@@ -17,8 +17,8 @@ import cshogi
 import pytest
 
 from bookgen.engines.factory import make_evaluator
-from bookgen.engines.protocols import EvaluatorError
-from bookgen.engines.usi.analyser import UsiEvaluator, parse_options
+from bookgen.engines.protocols import EvaluatorError, PositionFailed
+from bookgen.engines.usi.analyser import UsiEvaluator, book_answer, parse_options
 from bookgen.engines.usi.client import (
     EngineCrashed,
     EngineStartError,
@@ -26,7 +26,7 @@ from bookgen.engines.usi.client import (
     UsiEngine,
     UsiOptionError,
 )
-from bookgen.engines.usi.protocol import parse_bestmove, parse_info, parse_option
+from bookgen.engines.usi.protocol import UsiSearch, parse_bestmove, parse_info, parse_option
 from bookgen.errors import BookgenError
 from conftest import PYTHON, legal_usis
 
@@ -587,3 +587,61 @@ def test_evaluator_refuses_moves_without_score():
             with pytest.raises(EvaluatorError, match="without any score"):
                 evaluator.evaluate([cshogi.Board()])
             assert evaluator.engine_restarts == 0
+
+
+# ------------------------------------------------------------ engines answering from a book
+
+
+@pytest.mark.parametrize("style", ["depth0", "string"])
+def test_book_answers_are_not_analyses_and_said_once(style, capsys):
+    """A YaneuraOu-like engine answering from its book: no evaluation in either mode,
+    no retries, one stderr line naming the engine and the options that turn it off;
+    with USI_OwnBook false the same engine is analysed."""
+    boards = [cshogi.Board(), board_after(MIDGAME_MOVES)]
+    with UsiEvaluator(fake("fake_engine.py", "--book", style), nodes=1,
+                      mode="best-line") as evaluator:
+        for board in boards:
+            with pytest.raises(PositionFailed, match="from its own book") as failed:
+                evaluator.evaluate([board])
+            assert failed.value.restarts == 0
+        assert evaluator.engine_restarts == 0
+    with UsiEvaluator(fake("fake_engine.py", "--book", style, "--multipv"), nodes=1) as evaluator:
+        with pytest.raises(EvaluatorError, match="from its own book"):
+            evaluator.evaluate([boards[1]])
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "own book" in line]
+    assert len(warnings) == 2, warnings   # once per evaluator, not once per position
+    assert "'FakeEngine 1.0'" in warnings[0]
+    assert "--engine-option USI_OwnBook=false or --engine-option BookFile=no_book" in warnings[0]
+    for off in ({"USI_OwnBook": "false"}, {"BookFile": "no_book"}):
+        for mode in ("best-line", "multipv-lines"):
+            with UsiEvaluator(fake("fake_engine.py", "--book", style), off, nodes=1,
+                              mode=mode) as evaluator:
+                [evaluation] = evaluator.evaluate([boards[1]])
+                assert evaluation.moves and (evaluation.depth or 0) > 0
+    assert "own book" not in capsys.readouterr().err
+
+
+def test_book_answer_rule():
+    """Only answers without a searched line are book answers; resign/win never are."""
+    def search(*lines: str, bestmove: str | None = "7g7f") -> UsiSearch:
+        return UsiSearch(bestmove, lines=list(lines), resign=bestmove is None)
+
+    assert book_answer(search("info depth 0 score cp 10 nodes 0 pv 7g7f")) is not None
+    assert book_answer(search("info score cp 10 nodes 0 pv 7g7f")) is not None
+    assert book_answer(search("info string book hit", "info depth 0 score cp 3 pv 7g7f"))
+    assert book_answer(search("info string BookFile: standard_book.db")) is not None
+    assert book_answer(search("info depth 1 score cp 10 nodes 40 pv 7g7f")) is None
+    assert book_answer(search("info depth 3 score cp 10 pv 7g7f")) is None   # nodes not sent
+    assert book_answer(search("info string no book move", "info depth 0 score cp 1 nodes 0",
+                              "info depth 1 score cp 5 nodes 90 pv 7g7f")) is None
+    assert book_answer(search()) is None                                      # no info: no score
+    assert book_answer(search("info depth 0 score mate -0", bestmove=None)) is None
+
+
+@pytest.mark.parametrize("mode", ["best-line", "multipv-lines"])
+def test_fairy_stockfish_is_not_taken_for_a_book(mode, capsys):
+    boards = [cshogi.Board(), board_after(MIDGAME_MOVES), cshogi.Board(MATE_IN_1)]
+    with UsiEvaluator(FAIRY, {"Threads": "1"}, depth=2, mode=mode) as evaluator:
+        evaluations = evaluator.evaluate(boards)
+    assert all(e.moves for e in evaluations)
+    assert "own book" not in capsys.readouterr().err

@@ -11,6 +11,10 @@ It plays legal moves (with cshogi) and misbehaves on request:
 --stderr-bytes N    write N bytes to stderr on every ``go``
 --multipv           declare a MultiPV option and print that many info lines
 --no-info           answer with a bare bestmove, like an engine playing from its book
+--book STYLE        declare USI_OwnBook and BookFile and answer from a book, as YaneuraOu
+                    does, until ``USI_OwnBook false`` or ``BookFile no_book``: STYLE
+                    ``depth0`` prints ``info depth 0 ... nodes 0 ... pv MOVE``, ``string``
+                    an ``info string`` about the book
 --script PATH       play the N-th whitespace-separated token of PATH at the game's N-th ply
                     (counted in the ``moves`` of ``position``; ``win``/``resign`` allowed)
 --score CP          report this score (side to move's view) in every info line
@@ -83,6 +87,7 @@ def main(defaults: list[str]) -> None:
     parser.add_argument("--stderr-bytes", type=int, default=0)
     parser.add_argument("--multipv", action="store_true")
     parser.add_argument("--no-info", action="store_true")
+    parser.add_argument("--book", choices=("depth0", "string"))
     parser.add_argument("--script")
     parser.add_argument("--score", type=int)
     parser.add_argument("--mark-dir")
@@ -104,6 +109,7 @@ def main(defaults: list[str]) -> None:
     gos = 0
     multipv = 1
     ply = 0
+    book = args.book
     script = open(args.script).read().split() if args.script else None
     spend = [int(ms) for ms in args.spend.split(",") if ms]
     log = open(args.log, "a", buffering=1) if args.log else None
@@ -126,11 +132,19 @@ def main(defaults: list[str]) -> None:
             _say("option name Threads type spin default 1 min 1 max 4")
             if args.multipv:
                 _say("option name MultiPV type spin default 1 min 1 max 500")
+            if args.book:
+                _say("option name USI_OwnBook type check default true")
+                _say("option name BookFile type combo default standard_book.db "
+                     "var no_book var standard_book.db")
             _say("usiok")
         elif command == "isready":
             _say("readyok")
         elif command == "setoption" and "MultiPV" in tokens and tokens[-2] == "value":
             multipv = int(tokens[-1])
+        elif command == "setoption" and len(tokens) == 5 and tokens[2] in (
+                "USI_OwnBook", "BookFile"):
+            if tokens[4] in ("false", "no_book"):
+                book = None
         elif command == "position":
             board.set_position(" ".join(tokens[1:]))
             ply = len(tokens) - tokens.index("moves") - 1 if "moves" in tokens else 0
@@ -185,6 +199,14 @@ def main(defaults: list[str]) -> None:
                 _say(f"bestmove {move}")
                 continue
             moves = [cshogi.move_to_usi(m) for m in board.legal_moves]
+            if book and moves:
+                if book == "depth0":
+                    _say(f"info depth 0 seldepth 0 multipv 1 score cp 37 nodes 0 nps 0 "
+                         f"time 0 pv {moves[-1]}")
+                else:
+                    _say("info string book hit: standard_book.db")
+                _say(f"bestmove {moves[-1]}")
+                continue
             for index, move in enumerate(moves[:0 if args.no_info else multipv], start=1):
                 score = 60 - 10 * index if args.score is None else args.score
                 _say(f"info depth 3 seldepth 4 multipv {index} score cp {score} "

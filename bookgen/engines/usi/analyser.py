@@ -35,11 +35,21 @@ move as the only move. A ``bestmove resign`` or ``win`` without a score is
 a mate either way. An answer without any score is not retried. A position
 that fails raises :class:`~bookgen.engines.protocols.PositionFailed`, which
 holds the last error and the restarts tried.
+
+Engines that answer from their own book (YaneuraOu's default ``BookFile``):
+a ``bestmove`` whose scored info lines all say ``depth 0`` or ``nodes 0``, or
+that follows an ``info string`` about the book without any searched line, is
+not an analysis (:func:`book_answer`). ``UsiEvaluator._search``, which every
+answer goes through, refuses it like an answer without any score (best-line:
+the position fails, not retried; multipv-lines: ``EvaluatorError``), and the
+evaluator says so once on stderr, suggesting the option that turns the book
+off (``USI_OwnBook=false``, ``BookFile=no_book``, gpsusi's ``BookDepth=0``).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 import cshogi
@@ -67,7 +77,7 @@ from bookgen.errors import BookgenError
 from bookgen.position import legal_prefix
 from bookgen.values import MATE_VALUE, cp_to_value
 
-__all__ = ["BadOutput", "UsiEvaluator", "evaluator_label", "parse_options"]
+__all__ = ["BadOutput", "UsiEvaluator", "book_answer", "evaluator_label", "parse_options"]
 
 
 class BadOutput(Exception):
@@ -76,6 +86,28 @@ class BadOutput(Exception):
 
 class _NoScore(Exception):
     """The engine answered without any score: a configuration problem, not retried."""
+
+
+def book_answer(result: UsiSearch) -> str | None:
+    """Why ``result`` is a move from the engine's own book rather than a search, or None.
+
+    A book answer is a ``bestmove`` (not ``resign``/``win``) without any
+    searched line (a scored info line whose depth and nodes are above 0 or
+    not reported), with either scored lines that all say ``depth 0`` or
+    ``nodes 0``, or an ``info string`` mentioning the book.
+    """
+    if result.bestmove is None:
+        return None
+    infos = [info for line in result.lines if (info := parse_info(line, None)) is not None]
+    scored = [info for info in infos if info.has_score]
+    if any(info.depth != 0 and info.nodes != 0 for info in scored):
+        return None
+    if scored:
+        return f"depth 0 / nodes 0: {printable(scored[-1].raw, 80)}"
+    about_book = [info.string for info in infos if info.string and "book" in info.string.lower()]
+    if about_book:
+        return f"info string {printable(about_book[-1], 80)}"
+    return None
 
 
 def parse_options(pairs: Iterable[str]) -> dict[str, str]:
@@ -164,6 +196,7 @@ class UsiEvaluator(EvaluatorBase):
         self.coef = coef
         self.mode = mode
         self.searches = 0
+        self.warned_own_book = False
         self.closed = False
         self.engine: UsiEngine | None = None
         label = label or evaluator_label(command)
@@ -210,6 +243,8 @@ class UsiEvaluator(EvaluatorBase):
             evaluation, restarts = run_with_restarts(
                 engine, lambda: self._analyse(sfen, legal), self.policy,
                 retried=(UsiError, BadOutput), after_restart=engine.new_game)
+        except _NoScore as book:
+            raise EvaluatorError(f"USI {book} on sfen {sfen}") from None
         except EngineFailed as failed:
             raise EvaluatorError(
                 f"USI engine {engine.name or self.command!r} failed {len(failed.errors)} times "
@@ -253,6 +288,7 @@ class UsiEvaluator(EvaluatorBase):
                                   score=score, bound="exact", depth=None, nodes=result.nodes,
                                   bestmove=result.bestmove)
             hint = " (gpsusi: --engine-option BookDepth=0)" if is_gpsshogi(engine.name) else ""
+            self._warn_own_book()
             raise _NoScore(f"engine {engine.name or self.command!r} answered bestmove "
                            f"{result.bestmove} without any score{hint}; it may be playing "
                            "from its own book")
@@ -287,7 +323,34 @@ class UsiEvaluator(EvaluatorBase):
                              f"(last lines: {result.tail()})")
         if result.bestmove is not None and result.bestmove not in legal:
             raise BadOutput(f"illegal bestmove '{printable(result.bestmove, 40)}'")
+        reason = book_answer(result)
+        if reason is not None:
+            self._warn_own_book()
+            raise _NoScore(f"engine {self.engine.name or self.command!r} answered bestmove "
+                           f"{result.bestmove} from its own book, not from a search "
+                           f"({reason}); {self._book_hint()}")
         return result
+
+    def _book_hint(self) -> str:
+        """The options that turn the engine's own book off, as flags."""
+        assert self.engine is not None
+        if is_gpsshogi(self.engine.name):
+            return "set --engine-option BookDepth=0"
+        declared = {name.lower() for name in self.engine.options}
+        offs = [off for off in ("USI_OwnBook=false", "BookFile=no_book")
+                if off.split("=")[0].lower() in declared]
+        return "set " + " or ".join(f"--engine-option {off}" for off in
+                                    offs or ("USI_OwnBook=false", "BookFile=no_book"))
+
+    def _warn_own_book(self) -> None:
+        """Say once, on stderr, that the engine answers from its own book."""
+        if self.warned_own_book:
+            return
+        self.warned_own_book = True
+        assert self.engine is not None
+        print(f"bookgen: engine {self.engine.name or self.command!r} answers from its own "
+              f"book; its book moves are not stored as analyses ({self._book_hint()})",
+              file=sys.stderr, flush=True)
 
     def _analyse(self, sfen: str, legal_list: list[str]) -> Evaluation:
         legal = set(legal_list)
@@ -362,6 +425,7 @@ class UsiEvaluator(EvaluatorBase):
                               mate=best.mate if best else None)
         hint = " (gpsusi: set BookDepth=0)" if self.engine and is_gpsshogi(
             self.engine.name) else ""
+        self._warn_own_book()
         raise EvaluatorError(
             f"USI engine {self.engine.name if self.engine else self.command!r} answered "
             f"bestmove {result.bestmove} without any score on sfen {sfen}{hint}; "
