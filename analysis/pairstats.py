@@ -16,6 +16,13 @@ The formulas are those of fishtest's ``LLRcalc``, fastchess and cutechess
   model, a t-value ``(mu - 1/2) / sigma`` for the normalised model); the LLR
   is ``N * sum p^_i ln(p1_i / p0_i)`` with zero counts replaced by 1e-3.
 
+Degenerate samples (every outcome in one class: 35 wins and nothing else,
+all draws, all 1-1 pairs) are decided like any other, as fishtest and
+fastchess do: the LLR maximises the likelihood under each hypothesis rather
+than plugging in the sample's variance (0 there), so it stays finite and all
+but independent of the 1e-3 (docs/results.md, "The SPRT on degenerate
+samples").
+
 :func:`sprt` runs the test an :class:`SprtSettings` describes (an
 :class:`SprtTest` is one to run: the engine under test, its opponent and the
 settings, as ``bookgen match --sprt`` records it and ``bookgen report`` reads
@@ -231,6 +238,13 @@ def _mle_mean(p: Sequence[float], a: Sequence[float], s: float) -> list[float]:
     return _tilted(p, [ai - s for ai in a])
 
 
+def _t_gradient(q: Sequence[float], a: Sequence[float], ref: float, t: float) -> list[float]:
+    """``g_i`` of :func:`_mle_t_value` at the distribution ``q``."""
+    mu = sum(qi * ai for qi, ai in zip(q, a))
+    sigma = math.sqrt(sum(qi * (ai - mu) ** 2 for qi, ai in zip(q, a)))
+    return [ai - ref - t * ((ai - mu) ** 2 + sigma ** 2) / (2.0 * sigma) for ai in a]
+
+
 def _mle_t_value(p: Sequence[float], a: Sequence[float], ref: float, t: float) -> list[float]:
     """Maximum-likelihood distribution with ``(mu - ref) / sigma = t``.
 
@@ -240,17 +254,22 @@ def _mle_t_value(p: Sequence[float], a: Sequence[float], ref: float, t: float) -
     constraint itself); mu and sigma depend on q, hence the fixed point.
     """
     # Start from the distribution with mean ``ref``: its sigma is sane even when
-    # the data sit in one cell, where starting from p makes every g_i one-signed.
+    # the data sit in one cell away from ``ref`` (35 wins), where starting from p
+    # makes every g_i one-signed. When they sit in the cell at ``ref`` itself
+    # (all draws, all 1-1 pairs), that start is p again, with a sigma of about
+    # 0: start from the uniform distribution instead.
     q = _mle_mean(p, a, ref)
+    g = _t_gradient(q, a, ref, t)
+    if not min(g) < 0.0 < max(g):
+        q = [1.0 / len(a)] * len(a)
+        g = _t_gradient(q, a, ref, t)
     for _ in range(200):
-        mu = sum(qi * ai for qi, ai in zip(q, a))
-        sigma = math.sqrt(sum(qi * (ai - mu) ** 2 for qi, ai in zip(q, a)))
-        g = [ai - ref - t * ((ai - mu) ** 2 + sigma ** 2) / (2.0 * sigma) for ai in a]
         new = _tilted(p, g)
         done = max(abs(u - v) for u, v in zip(new, q)) < 1e-12
         q = new
         if done:
             break
+        g = _t_gradient(q, a, ref, t)
     return q
 
 

@@ -270,6 +270,59 @@ def test_sprt_falls_back_to_trinomial_without_pairs():
 
 
 # --------------------------------------------------------------------------
+# degenerate samples (docs/results.md, "The SPRT on degenerate samples")
+
+
+def straight(result: str, count: int) -> list[GameResult]:
+    """``count`` unpaired games of A (always black) against B, all ending in ``result``."""
+    return [g("A", "B", result) for _ in range(count)]
+
+
+@pytest.mark.parametrize("model", ["logistic", "normalized"])
+def test_sprt_decides_a_one_sided_sample_where_its_likelihood_bound_says(model):
+    # N straight wins: under H0 (Elo 0) no outcome distribution gives them a
+    # probability above 1/2^N, under H1 one gives s1^N, so the LLR is N ln(2 s1)
+    # and H1 comes at the first N where that reaches ln((1 - beta) / alpha).
+    settings = SprtSettings(elo0=0, elo1=20, model=model, trinomial=True)
+    per_win = math.log(2.0 / (1.0 + 10.0 ** (-20 / 400)))
+    first = math.ceil(pairstats.sprt_bounds(0.05, 0.05)[1] / per_win)
+    before, at = sprt(straight("black", first - 1), "A", "B", settings), \
+        sprt(straight("black", first), "A", "B", settings)
+    assert before.verdict is None and at.verdict == "H1"
+    assert at.counts.draws == at.counts.losses == 0
+    assert at.llr == pytest.approx(first * per_win, rel=1e-3)
+    # The 1e-3 standing in for the empty classes does not decide it.
+    assert sprt_llr([0, 0, first], TRINOMIAL_SCORES, 0, 20, model) == pytest.approx(
+        sprt_llr([1e-6, 1e-6, first], TRINOMIAL_SCORES, 0, 20, model), rel=1e-3)
+
+
+def test_sprt_one_sided_losses_accept_h0():
+    settings = SprtSettings(elo0=0, elo1=20, model="logistic", trinomial=True)
+    per_loss = math.log(2.0 * (1.0 - 1.0 / (1.0 + 10.0 ** (-20 / 400))))
+    first = math.ceil(pairstats.sprt_bounds(0.05, 0.05)[0] / per_loss)
+    assert sprt(straight("white", first - 1), "A", "B", settings).verdict is None
+    assert sprt(straight("white", first), "A", "B", settings).verdict == "H0"
+
+
+def test_normalized_sprt_on_all_draws_and_all_one_one_pairs():
+    # Every outcome at the reference score: the sample's sigma is 0, which made
+    # the t-value fixed point fail ("outside what the outcome scores allow").
+    for counts, scores in (([0, 35, 0], TRINOMIAL_SCORES), ([0, 0, 500, 0, 0], PENTANOMIAL_SCORES)):
+        against = sprt_llr(counts, scores, 0, 10)
+        assert math.isfinite(against) and against < 0
+        assert sprt_llr(counts, scores, -10, 0) == pytest.approx(-against, rel=1e-6)
+    # Colour-decisive openings: every pair a win and a loss, 1-1; H0 (no
+    # difference) over 50 normalized Elo once there are enough of them.
+    games = [GameResult(black, white, "black", "resign", 100, str(k))
+             for k in range(200) for black, white in (("A", "B"), ("B", "A"))]
+    result = sprt(games, "A", "B", SprtSettings(elo0=0, elo1=50))
+    assert result.basis == "pentanomial" and result.counts.penta == [0, 0, 200, 0, 0]
+    assert result.verdict == "H0"
+    few = sprt(games[:20], "A", "B", SprtSettings(elo0=0, elo1=50))
+    assert few.verdict is None and few.llr < 0
+
+
+# --------------------------------------------------------------------------
 # files and the command line
 
 
