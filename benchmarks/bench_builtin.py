@@ -15,21 +15,12 @@ import time
 import cshogi
 
 from bookgen.engines.builtin.analyser import BuiltinEvaluator
+from bookgen.engines.network.bench import random_boards
 
 
 def random_game_positions(n: int, seed: int) -> list[cshogi.Board]:
-    rng = random.Random(seed)
-    out = []
-    while len(out) < n:
-        b = cshogi.Board()
-        for _ in range(rng.randint(0, 100)):
-            moves = list(b.legal_moves)
-            if not moves:
-                break
-            b.push(rng.choice(moves))
-        if list(b.legal_moves):
-            out.append(cshogi.Board(b.sfen()))
-    return out
+    """bookgen's random positions (``random_boards``), without their games' history."""
+    return [cshogi.Board(board.sfen()) for board in random_boards(n, seed)]
 
 
 def prior_game_positions(n: int, seed: int, ev: BuiltinEvaluator) -> list[cshogi.Board]:

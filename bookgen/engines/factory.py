@@ -37,12 +37,17 @@ __all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLEL_SEARCHES", "batch_size_help"
 DEFAULT_BATCH_SIZES = {"builtin": 1, "usi": 1, "torch": 16, "onnx": 16}
 
 
+def _by_kind(defaults: dict[str, int], spec: str | EngineSpec) -> int:
+    """``defaults`` for the kind of the spec that evaluates (``blend:BOOK:INNER``: INNER's)."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    return defaults.get(spec.base.kind, 1)
+
+
 def default_batch_size(spec: str | EngineSpec) -> int:
     """The MCTS batch size used for ``spec`` when none is given (``blend:BOOK:INNER``:
     INNER's)."""
-    if isinstance(spec, str):
-        spec = parse_spec(spec)
-    return DEFAULT_BATCH_SIZES.get(spec.base.kind, 1)
+    return _by_kind(DEFAULT_BATCH_SIZES, spec)
 
 
 # Positions one grow worker expands at once (``--parallel-searches``) when not
@@ -56,9 +61,7 @@ DEFAULT_PARALLEL_SEARCHES = {"builtin": 1, "usi": 1, "torch": 4, "onnx": 4}
 def default_parallel_searches(spec: str | EngineSpec) -> int:
     """``grow --parallel-searches`` for ``spec`` when none is given (``blend:BOOK:INNER``:
     INNER's)."""
-    if isinstance(spec, str):
-        spec = parse_spec(spec)
-    return DEFAULT_PARALLEL_SEARCHES.get(spec.base.kind, 1)
+    return _by_kind(DEFAULT_PARALLEL_SEARCHES, spec)
 
 
 def parallel_searches_help() -> str:
