@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -39,6 +40,8 @@ from bookgen.workers.cluster import ClusterSettings, RayRunner
 from bookgen.workers.pool import PoolRunner, TaskRunner
 
 FAIRY = "/usr/games/fairy-stockfish"
+HOW = ("run it in a private network namespace: unshare -n sh -c 'ip link set lo up && "
+       "exec .venv/bin/python benchmarks/bench_cluster.py ...'")
 NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 100 * 1024 ** 2}
 
 
@@ -98,6 +101,22 @@ def round_trip(runner: TaskRunner[int, int], tasks: int) -> float:
     return (time.perf_counter() - start) / tasks * 1000
 
 
+def loopback_only() -> str | None:
+    """Why Ray cannot run here (None: it can). Outside a private network namespace Ray
+    binds and advertises another interface's address and its nodes may never meet (the
+    run then hangs with no output); with ``lo`` down nothing can connect."""
+    others = sorted(name for _, name in socket.if_nameindex() if name != "lo")
+    if others:
+        return f"network interfaces besides lo ({', '.join(others)})"
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as server, \
+                socket.create_connection(server.getsockname(), timeout=2):
+            pass
+    except OSError as error:
+        return f"127.0.0.1 is not reachable ({error.strerror or error}; is lo up?)"
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--positions", type=int, default=200,
@@ -108,6 +127,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=20000)
     parser.add_argument("--tasks", type=int, default=300, help="empty tasks timed")
     args = parser.parse_args()
+    problem = loopback_only()
+    if problem is not None:
+        sys.exit(f"bench_cluster: {problem}: {HOW}")
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}", flush=True)
     evaluators = [(f"builtin, {args.playouts} playouts", args.positions,
