@@ -36,6 +36,7 @@ from bookgen.cli.options import (
     workers_option,
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, json_text, reports_errors
+from bookgen.engines.restart import BEST_LINE_RETRIES
 from bookgen.refine.settings import (
     SELECTIONS,
     DetectionSettings,
@@ -203,7 +204,7 @@ def minimax_command(book: str, source: str | None, out: str | None, strict: bool
 @depth_option("go depth N (builtin: default 4 with a 40000-node budget).")
 @engine_options_option("usi: setoption for the engine (repeatable), e.g. BookDepth=0.")
 @engine_timeout_option("usi: seconds to wait for one search before restarting the engine.")
-@click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
+@click.option("--retries", type=click.IntRange(0), default=BEST_LINE_RETRIES, show_default=True,
               help="Engine restarts per position before it is counted as failed.")
 @workers_option("Engine processes searching different positions at once.")
 @cluster_options()

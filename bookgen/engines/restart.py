@@ -28,9 +28,12 @@ from bookgen.engines.usi.client import UsiEngine, UsiError, UsiOptionError
 from bookgen.errors import BookgenError
 
 __all__ = [
-    "DEFAULT_BYOYOMI", "EngineFailed", "EngineLabel", "RestartPolicy", "SearchLimits",
-    "is_gpsshogi", "run_with_restarts", "search_stop_grace", "start_engine",
+    "BEST_LINE_RETRIES", "DEFAULT_BYOYOMI", "EngineFailed", "EngineLabel", "RestartPolicy",
+    "SearchLimits", "is_gpsshogi", "run_with_restarts", "search_stop_grace", "start_engine",
 ]
+
+# restarts per position of a best-line analysis (refine search's --retries)
+BEST_LINE_RETRIES = 2
 
 T = TypeVar("T")
 

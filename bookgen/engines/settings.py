@@ -22,13 +22,12 @@ from typing import Any
 
 from bookgen.engines.builtin.alphabeta import PLAY_DEPTH, PLAY_NODES
 from bookgen.engines.network.device import NetworkSettings
-from bookgen.engines.restart import RestartPolicy, SearchLimits
+from bookgen.engines.restart import BEST_LINE_RETRIES, RestartPolicy, SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError, SettingsError
 
 __all__ = ["BEST_LINE_RETRIES", "EngineSettings", "engine_settings"]
 
-BEST_LINE_RETRIES = 2      # restarts per position of a best-line analysis (refine search)
 _MAX_BUILTIN_DEPTH = 64    # builtin depth when only a node budget is given
 
 
