@@ -46,7 +46,7 @@ from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import Player
 from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.errors import BookgenError, SettingsError
-from bookgen.files import write_error
+from bookgen.files import make_folder, write_error
 from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
 from bookgen.play.clock import TimeControl
@@ -348,10 +348,7 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
     key = match_key(key_settings)
     csa_path = Path(settings.csa_dir) if settings.csa_dir is not None else None
     if csa_path is not None:
-        try:
-            csa_path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
+        make_folder(csa_path)
 
     # A USI player searches by the game's clock; its limits here are the node control,
     # which gpsshogi aborts on (it then refuses to start).

@@ -186,6 +186,17 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
+def make_folder(path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` (parents too) for output files (CSA records); a
+    one-line :class:`BookgenError` when it cannot be."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BookgenError(f"{path}: cannot create ({error.strerror})") from None
+    return path
+
+
 class AtomicFile:
     """A binary output stream built in ``.NAME.PID.tmp``, renamed over ``path``
     by :meth:`commit` and removed by :meth:`discard` (for outputs written

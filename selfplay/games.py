@@ -74,7 +74,7 @@ from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
 from bookgen.engines.restart import SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError, SettingsError, at_least
-from bookgen.files import AtomicFile, check_output
+from bookgen.files import AtomicFile, check_output, make_folder
 from bookgen.formats.positions import read_starts
 from bookgen.formats.records import write_csa_record
 from bookgen.play.loop import GameRules, PlayedGame, play_game
@@ -445,10 +445,7 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
     start_records = read_starts(starts)
     csa_path = written.csa_dir
     if csa_path is not None:
-        try:
-            csa_path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
+        make_folder(csa_path)
     black_config, white_config = settings.players.for_workers(
         settings.workers if settings.cluster is None else 1)
     game_settings = GameSettings(settings.rules, settings.seed)
