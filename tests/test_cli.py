@@ -141,6 +141,49 @@ def test_stats_text(tmp_path):
                 assert float(cell) == pytest.approx(want, abs=0.006), (name, key, cell)
 
 
+def test_stats_counts_link_runs_apart(tmp_path):
+    """One import writes two runs rows, the import and its stored links' `link` run:
+    stats says one run and the link run beside it; a merge adds one more of each, a
+    refine minimax one run and no link run (the links are complete)."""
+    def after(*moves):
+        board = cshogi.Board()
+        for move in moves:
+            board.push_usi(move)
+        return board.sfen()
+
+    # 7g7f 3c3d 2g2f and 2g2f 3c3d 7g7f meet: the second's 7g7f is a transposition row
+    source = tmp_path / "t.db"
+    write_db2016(source, [
+        (STARTPOS, [("7g7f", None, 30, 1, 2), ("2g2f", None, 20, 1, 1)]),
+        (after("7g7f"), [("3c3d", None, -20, 1, 1)]),
+        (after("2g2f"), [("3c3d", None, -10, 1, 1)]),
+        (after("7g7f", "3c3d"), [("2g2f", None, 20, 1, 1)]),
+        (after("2g2f", "3c3d"), [("1g1f", None, 20, 1, 1)]),
+        (after("7g7f", "3c3d", "2g2f"), [("8c8d", None, -20, 1, 1)]),
+    ])
+    book = tmp_path / "book.sqlite"
+    run_cli("import", source, "-b", book)
+    dumped = dump_book(book)
+    assert [row[1] for row in dumped["runs"]] == ["import"]
+    assert [row[1] for row in dumped["link_runs"]] == ["link"]
+    stats = json.loads(run_cli("stats", "--json", "-b", book).stdout)
+    assert (stats["runs"], stats["link_runs"]) == (1, 1)
+    assert re.search(r"^runs:\s+1 \(\+1 link\)$", run_cli("stats", "-b", book).stdout, re.M)
+    run_cli("refine", "minimax", "-b", book)
+    merged = tmp_path / "merged.sqlite"
+    run_cli("merge", book, "-o", merged)
+    dumped = dump_book(merged)
+    stats = json.loads(run_cli("stats", "--json", "-b", merged).stdout)
+    assert (stats["runs"], stats["link_runs"]) == (len(dumped["runs"]),
+                                                   len(dumped["link_runs"]))
+    stats = json.loads(run_cli("stats", "--json", "-b", book).stdout)
+    assert (stats["runs"], stats["link_runs"]) == (2, 1)
+    # a book without link runs: the line as before
+    empty = tmp_path / "empty.sqlite"
+    Book(empty).close()
+    assert re.search(r"^runs:\s+0$", run_cli("stats", "-b", empty).stdout, re.M)
+
+
 def test_stats_small_edge_cases(tmp_path):
     # One white position (std undefined), no black value at all.
     after = cshogi.Board()

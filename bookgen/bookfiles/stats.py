@@ -85,14 +85,17 @@ def _describe(values: list[int]) -> dict[str, float | None]:
 @dataclass(frozen=True)
 class BookStats:
     """What ``bookgen stats`` reports: counts (moves and positions with moves:
-    the book's own moves) and describe() tables (``DESCRIBE_KEYS``; None where
-    undefined) of the ply and of the best move's value by side to move."""
+    the book's own moves; ``runs``: the commands that wrote the book,
+    ``link_runs`` the runs of stored links its imports and merges added) and
+    describe() tables (``DESCRIBE_KEYS``; None where undefined) of the ply and of
+    the best move's value by side to move."""
 
     book: str
     positions: int
     positions_with_moves: int
     moves: int
     runs: int
+    link_runs: int
     ply: dict[str, float | None]
     value_black: dict[str, float | None]
     value_white: dict[str, float | None]
@@ -101,8 +104,8 @@ class BookStats:
         """The JSON of ``bookgen stats --json``."""
         return {"book": self.book, "positions": self.positions,
                 "positions_with_moves": self.positions_with_moves, "moves": self.moves,
-                "runs": self.runs, "ply": self.ply, "value_black": self.value_black,
-                "value_white": self.value_white}
+                "runs": self.runs, "link_runs": self.link_runs, "ply": self.ply,
+                "value_black": self.value_black, "value_white": self.value_white}
 
 
 def book_stats(book: str | Path = DEFAULT_BOOK) -> BookStats:
@@ -111,9 +114,10 @@ def book_stats(book: str | Path = DEFAULT_BOOK) -> BookStats:
         # Book positions are those with moves; grown books also hold rows for
         # children not expanded yet (the frontier), which are not counted here.
         found = read_distributions(store)
-        runs = queries.count_runs(store.conn)
+        runs, link_runs = queries.count_runs(store.conn)
     black, white = found.values
     return BookStats(str(book), found.positions, found.positions_with_moves, found.moves, runs,
+                     link_runs,
                      _describe(found.plies), _describe(black), _describe(white))
 
 
@@ -123,7 +127,8 @@ def format_stats(stats: BookStats) -> str:
         f"book:       {stats.book}",
         f"positions:  {stats.positions} ({stats.positions_with_moves} with moves)",
         f"moves:      {stats.moves}",
-        f"runs:       {stats.runs}",
+        f"runs:       {stats.runs}" + (f" (+{stats.link_runs} link)" if stats.link_runs
+                                         else ""),
         "",
     ]
     table = pd.DataFrame({"ply": stats.ply, "value_black": stats.value_black,

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bookgen.store.own_moves import (
+    LINK_COMMAND,
     LINK_ROW_COMMANDS,
     REFINE_MINIMAX_COMMAND,
     MoveRows,
@@ -66,8 +67,12 @@ def positions_with_moves(conn: sqlite3.Connection, rows: MoveRows = MoveRows.OWN
     return int(conn.execute("SELECT count(DISTINCT position_id) FROM moves").fetchone()[0])
 
 
-def count_runs(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+def count_runs(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The runs that wrote the book: the commands run on it, and the ``link`` runs
+    (the rows of stored links an import or merge added, a run of their own)."""
+    links, total = conn.execute("SELECT count(*) FILTER (WHERE command = ?), count(*) "
+                                "FROM runs", (LINK_COMMAND,)).fetchone()
+    return int(total) - int(links), int(links)
 
 
 def unrefined_move_count(conn: sqlite3.Connection) -> int:
