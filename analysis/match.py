@@ -19,7 +19,9 @@ Every finished game is written to the results file at once (its own
 transaction; see :mod:`bookgen.store.results`), and optionally appended to a
 PGN file (sente as "White") and written as a CSA record
 (:mod:`bookgen.formats.records`). Rerunning the same
-command plays only the games the results file lacks. Ctrl-C stops at once:
+command plays only the games the results file lacks. Each game in flight keeps a
+small file in ``RESULTS.live/`` up to date, move by move, for ``bookgen serve``'s
+live view (:mod:`bookgen.store.live_games`). Ctrl-C stops at once:
 the games in flight are dropped (their engines killed), the match is marked
 ``interrupted``, and a rerun plays them.
 """
@@ -43,7 +45,7 @@ from bookgen.analysis.pairstats import SprtResult, SprtSettings, SprtTest, verdi
 from bookgen.analysis.schedule import FORMATS, GameTask, match_key, schedule
 from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
 from bookgen.engines.players import close_players, open_player
-from bookgen.engines.protocols import Player
+from bookgen.engines.protocols import MoveChoice, Player
 from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import make_folder, write_error
@@ -51,9 +53,11 @@ from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
 from bookgen.play.clock import TimeControl
 from bookgen.play.loop import GameRules, PlayedGame, play_game
-from bookgen.play.rules import Result
+from bookgen.play.rules import GameState, Result
+from bookgen.position import InvalidMove, InvalidPosition, parse_position_spec
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
+from bookgen.store.live_games import LiveFolder, clear_stale, live_folder, remove_folder
 from bookgen.store.results import GameResult, ResultsFile
 from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
@@ -194,13 +198,39 @@ def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
 # one game
 
 
-def play_task(task: GameTask, players: dict[str, Player], settings: MatchSettings
-              ) -> FinishedGame:
+def play_task(task: GameTask, players: dict[str, Player], settings: MatchSettings,
+              live: LiveFolder | None = None) -> FinishedGame:
     """Play ``task`` between two players (by name) under the runner's rules
-    (:func:`bookgen.play.loop.play_game`)."""
+    (:func:`bookgen.play.loop.play_game`); with ``live``, the game's live file there
+    follows it move by move (:mod:`bookgen.store.live_games`)."""
     sides = {cshogi.BLACK: players[task.black], cshogi.WHITE: players[task.white]}
-    return FinishedGame(task, play_game(task.opening, sides, settings.rules,
-                                        clock=settings.control))
+    if live is None:
+        return FinishedGame(task, play_game(task.opening, sides, settings.rules,
+                                            clock=settings.control))
+    writer = live.writer(task.key, task.pair, task.round, task.opening_index, task.opening,
+                         _start_sfen(task.opening), task.black, task.white)
+
+    def on_decision(game: GameState, choice: MoveChoice) -> None:
+        if not writer.game.start_sfen:
+            writer.game.start_sfen = game.start_sfen
+        writer.move(choice.move or "", choice.score_cp)
+        fault_point("match-live-move")
+
+    writer.start()
+    try:
+        return FinishedGame(task, play_game(task.opening, sides, settings.rules,
+                                            clock=settings.control, on_decision=on_decision))
+    finally:
+        writer.end()
+
+
+def _start_sfen(opening: str) -> str:
+    """The sfen of an opening line ("": not a position; the game loop then says why)."""
+    try:
+        board, _moves = parse_position_spec(opening)
+    except (InvalidPosition, InvalidMove):
+        return ""
+    return str(board.sfen())
 
 
 # --------------------------------------------------------------------------
@@ -225,20 +255,21 @@ class _Players:
         self.built.clear()
 
 
-_worker: tuple[_Players, MatchSettings] | None = None
+_worker: tuple[_Players, MatchSettings, LiveFolder | None] | None = None
 
 
-def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings) -> None:
+def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings,
+                 live: LiveFolder | None = None) -> None:
     global _worker
     players = _Players(specs)
-    _worker = (players, settings)
+    _worker = (players, settings, live)
     atexit.register(players.close)
 
 
 def _worker_play(task: GameTask) -> FinishedGame:
     assert _worker is not None
-    players, settings = _worker
-    return play_task(task, players.for_task(task), settings)
+    players, settings, live = _worker
+    return play_task(task, players.for_task(task), settings, live)
 
 
 # --------------------------------------------------------------------------
@@ -375,6 +406,7 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
             store.set_match_sprt(match_id, sprt.as_json())
         for name, spec in specs.items():
             store.add_player(name, str(spec.spec), dict(spec.options), *identities[name])
+        clear_stale(store.path)
         done = store.finished_keys(match_id)
         todo = [task for task in tasks if task.key not in done]
         summary.scheduled = len(tasks)
@@ -404,6 +436,7 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
                                                         "last": summary.sprt})
             store.end_match(summary.match_id, status)
         store.close()
+        remove_folder(results)
     return summary
 
 
@@ -466,15 +499,17 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
     start = time.perf_counter()
     workers = min(settings.concurrency, max(1, len(todo)))
     runner: TaskRunner[GameTask, FinishedGame]
+    live = LiveFolder(live_folder(store.path), match_id)
     if settings.cluster is not None:
-        runner = RayRunner(settings.cluster, _worker_play, _worker_init, (specs, settings),
-                           most=len(todo))
+        runner = RayRunner(settings.cluster, _worker_play, _worker_init,
+                           (specs, settings, live), most=len(todo))
     elif workers == 1:
         players = _Players(specs)
-        runner = LocalRunner(lambda task: play_task(task, players.for_task(task), settings),
-                             players.close)
+        runner = LocalRunner(
+            lambda task: play_task(task, players.for_task(task), settings, live),
+            players.close)
     else:
-        runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings))
+        runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings, live))
     status = "failed"
     try:
         with stop_on_interrupt() as stop, progress_bar(

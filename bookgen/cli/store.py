@@ -11,10 +11,14 @@ runs.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+from pathlib import Path
+
 import click
 
 from bookgen.cli.options import book_option, json_option, output_option, wait_option
 from bookgen.cli.support import echo_json, reports_errors
+from bookgen.errors import BookgenError
 
 
 @click.command("import")
@@ -195,28 +199,35 @@ def merge_command(books: tuple[str, ...], output: str, as_json: bool, wait: bool
 
 @click.command("serve")
 @book_option("The SQLite book to explore (opened read-only; grow and refine may write it "
-             "meanwhile).")
+             "meanwhile). Without -b and with no book.sqlite here, --results files are "
+             "served alone (the live view).")
 @click.option("--results", multiple=True, type=click.Path(dir_okay=False),
-              help="A match results file (.sqlite) or PGN: show the results by opening "
-                   "(repeatable).")
+              help="A match results file (.sqlite) or PGN: show the results by opening, "
+                   "and for a results file the live view of its match (standings, games "
+                   "in play, SPRT), also while bookgen match writes it (repeatable).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on (127.0.0.1: this machine only).")
 @click.option("--port", type=int, default=8000, show_default=True,
               help="Port to listen on (0: any free port).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the explorer in a browser.")
+@click.pass_context
 @reports_errors
-def serve_command(book: str, results: tuple[str, ...], host: str, port: int,
-                  open_browser: bool) -> None:
+def serve_command(ctx: click.Context, book: str, results: tuple[str, ...], host: str,
+                  port: int, open_browser: bool) -> None:
     """Explore BOOK in a web browser: board, book moves, analyses, mistakes, tree.
 
     Serves a local web app (plain HTML, no network access needed) until
     Ctrl-C. The book is opened read-only and never written. Each position
     has its own URL (?moves=7g7f 3c3d or ?sfen=...), so a link shares it.
+    With --results, /live shows a match as it is played: standings with
+    ratings, the boards of the games in play and the SPRT, refreshed every
+    2 seconds.
 
     \b
     Examples:
       bookgen serve -b book.sqlite --open
       bookgen serve -b book.sqlite --results match.sqlite --port 8080
+      bookgen serve --results match.sqlite      (while bookgen match -o match.sqlite runs)
     """
     from bookgen.explore.settings import ServeSettings
     from bookgen.extras import require_extra
@@ -226,10 +237,32 @@ def serve_command(book: str, results: tuple[str, ...], host: str, port: int,
     settings = ServeSettings(host=host, port=port, open_browser=open_browser)
     from bookgen.analysis.openings import results_by_opening
     from bookgen.analysis.results import load_games
+    from bookgen.analysis.standings import live_sprt, live_standings
     from bookgen.explore.app import serve
+    from bookgen.explore.live import LiveView
     from bookgen.explore.view import Explorer
 
-    openings = results_by_opening(load_games(results)) if results else []
-    with Explorer(book) as explorer:
-        serve(explorer, settings, openings, results, on_ready=lambda url: click.echo(
-            f"bookgen serve: {book} (read-only) at {url} (Ctrl-C stops)"))
+    given = ctx.get_parameter_source("book") is not click.core.ParameterSource.DEFAULT
+    with_book = given or not results or Path(book).exists()
+    openings = results_by_opening(load_games(results)) if results and with_book else []
+    # the live view reads results files (SQLite), not PGN
+    databases = [path for path in results if _is_sqlite(path)]
+    with ExitStack() as stack:
+        live = stack.enter_context(LiveView(databases, live_standings, live_sprt))
+        explorer = stack.enter_context(Explorer(book)) if with_book else None
+        what = f"{book} (read-only)" if with_book else ", ".join(databases)
+        serve(explorer, settings, openings, results if with_book else databases,
+              on_ready=lambda url: click.echo(f"bookgen serve: {what} at {url} (Ctrl-C stops)"),
+              live=live if databases else None)
+
+
+def _is_sqlite(path: str) -> bool:
+    """A results file (SQLite) rather than PGN; a missing file is one bookgen says is
+    missing."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16).startswith(b"SQLite format 3")
+    except FileNotFoundError:
+        raise BookgenError(f"{path}: no such results file") from None
+    except OSError as error:
+        raise BookgenError(f"{path}: cannot read ({error.strerror})") from None

@@ -4,6 +4,9 @@
   (:class:`~bookgen.explore.view.Explorer`, :class:`~bookgen.explore.view.Place`),
   read through :mod:`bookgen.store.browse`; the results by opening it is handed
   (:class:`~bookgen.explore.view.OpeningResult`, computed by the analysis stage);
+- :mod:`~bookgen.explore.live`: the live view of a match (standings, games in play,
+  SPRT) over results files and their live files; its statistics are handed in as
+  functions (:mod:`bookgen.analysis.standings`);
 - :mod:`~bookgen.explore.pages`: the HTML (everything escaped; the board by
   :func:`bookgen.diagram.board_svg`);
 - :mod:`~bookgen.explore.app`: the Starlette app and the uvicorn server (the

@@ -7,12 +7,15 @@ Starlette and uvicorn are the ``bookgen[serve]`` extra
 (:func:`bookgen.extras.require_extra` names it when missing).
 
 Pages: ``/`` (a position: ``?sfen=...&moves=7g7f 3c3d``), ``/mistakes``,
-``/runs``, ``/results`` (with results files), ``/search?q=...`` (redirects to
+``/runs``, ``/results`` (with results files), ``/live`` (with results files: a
+match's standings, games in play and SPRT, refreshing itself;
+``?file=N&match=ID``), ``/search?q=...`` (redirects to
 the position it names); the same as JSON under ``/api/`` (``position``,
-``tree``, ``mistakes``, ``runs``, ``results``), the board alone as
+``tree``, ``mistakes``, ``runs``, ``results``, ``live``), the board alone as
 ``/board.svg``, and the script and style sheet under ``/static/``. A
 malformed sfen, move or number in a URL answers 400 with a page (or JSON)
-saying what is wrong.
+saying what is wrong. Without a book only the live view is served (``/``
+redirects to it).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import socket
 import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -31,6 +34,7 @@ from starlette.routing import Route
 
 from bookgen.errors import BookgenError
 from bookgen.explore import pages
+from bookgen.explore.live import LiveView
 from bookgen.explore.settings import ServeSettings
 from bookgen.explore.view import Explorer, OpeningResult, PlaceError, parse_place, parse_search
 
@@ -70,12 +74,15 @@ def _place(request: Request) -> Any:
         raise _BadRequest(str(error)) from None
 
 
-def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
-               sources: Sequence[str] = ()) -> Starlette:
-    """The explorer app over ``explorer``; ``openings`` (the results by opening of the
-    results files ``sources``) make the results page."""
-    book = explorer.path.name
+def create_app(explorer: Explorer | None, openings: Sequence[OpeningResult] = (),
+               sources: Sequence[str] = (), live: LiveView | None = None) -> Starlette:
+    """The explorer app over ``explorer`` (None: no book, only the live view);
+    ``openings`` (the results by opening of the results files ``sources``) make the
+    results page, ``live`` (over the same files) the live page."""
+    book = explorer.path.name if explorer is not None else ""
     has_results = bool(sources)
+    # (the book's routes exist only with a book)
+    ex = cast(Explorer, explorer)
 
     def html(text: str, status: int = 200) -> HTMLResponse:
         return HTMLResponse(text, status_code=status, headers=SECURITY_HEADERS)
@@ -88,7 +95,7 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
 
     async def position(request: Request) -> Response:
         try:
-            view = explorer.position(_place(request))
+            view = ex.position(_place(request))
         except _BadRequest as error:
             return bad_page(error)
         if request.headers.get("x-explorer-part") == "main":
@@ -97,7 +104,7 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
 
     async def position_json(request: Request) -> Response:
         try:
-            return json(explorer.position(_place(request)).as_dict())
+            return json(ex.position(_place(request)).as_dict())
         except _BadRequest as error:
             return json({"error": error.message}, 400)
 
@@ -106,11 +113,11 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
             place = _place(request)
         except _BadRequest as error:
             return json({"error": error.message}, 400)
-        return json(pages.tree_json(place, explorer.tree(place)))
+        return json(pages.tree_json(place, ex.tree(place)))
 
     async def board(request: Request) -> Response:
         try:
-            view = explorer.position(_place(request))
+            view = ex.position(_place(request))
         except _BadRequest as error:
             return bad_page(error)
         return Response(pages.board_html(view), media_type="image/svg+xml",
@@ -130,7 +137,7 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
             limit = _int(request, "limit", MISTAKES_PER_PAGE, 1, 1000)
         except _BadRequest as error:
             return bad_page(error)
-        total, rows = explorer.mistakes(limit, offset)
+        total, rows = ex.mistakes(limit, offset)
         return html(pages.mistakes_page(total, rows, offset, limit, book, has_results))
 
     async def mistakes_json(request: Request) -> Response:
@@ -139,14 +146,14 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
             limit = _int(request, "limit", MISTAKES_PER_PAGE, 1, 1000)
         except _BadRequest as error:
             return json({"error": error.message}, 400)
-        total, rows = explorer.mistakes(limit, offset)
+        total, rows = ex.mistakes(limit, offset)
         return json({"total": total, "offset": offset, "mistakes": rows})
 
     async def runs(request: Request) -> Response:
-        return html(pages.runs_page(explorer.runs(), book, has_results))
+        return html(pages.runs_page(ex.runs(), book, has_results))
 
     async def runs_json(request: Request) -> Response:
-        return json({"runs": explorer.runs()})
+        return json({"runs": ex.runs()})
 
     def no_results() -> HTMLResponse:
         return html(pages.error_page(404, "no results files: start bookgen serve with "
@@ -155,15 +162,52 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
     async def results(request: Request) -> Response:
         if not has_results:
             return no_results()
-        in_book = explorer.in_book([o.sfen for o in openings])
+        in_book = ex.in_book([o.sfen for o in openings])
         return html(pages.results_page(openings, in_book, sources, book))
 
     async def results_json(request: Request) -> Response:
         if not has_results:
             return json({"error": "no results files"}, 404)
-        in_book = explorer.in_book([o.sfen for o in openings])
+        in_book = ex.in_book([o.sfen for o in openings])
         return json({"sources": list(sources), "openings": [
             {**o.as_dict(), "in_book": o.sfen in in_book} for o in openings]})
+
+    def live_state(request: Request) -> Any:
+        assert live is not None
+        try:
+            file_index = _int(request, "file", 0, 0, 10**6)
+            text = request.query_params.get("match")
+            match = None if not text else _int(request, "match", 0, 1, 2**62)
+            unknown = sorted(set(request.query_params) - {"file", "match"})
+            if unknown:
+                raise _BadRequest(f"{unknown[0]}: not a parameter of the live view "
+                                  "(file, match)")
+            return live.state(file_index, match)
+        except BookgenError as error:
+            raise _BadRequest(str(error)) from None
+
+    async def live_page(request: Request) -> Response:
+        if live is None:
+            return no_results()
+        try:
+            state = live_state(request)
+        except _BadRequest as error:
+            return bad_page(error)
+        if request.headers.get("x-explorer-part") == "main":
+            return html(pages.live_main(state))
+        return html(pages.live_page(state, book))
+
+    async def live_json(request: Request) -> Response:
+        if live is None:
+            return json({"error": "no results files"}, 404)
+        try:
+            return json(live_state(request).as_dict())
+        except _BadRequest as error:
+            return json({"error": error.message}, 400)
+
+    def no_book() -> HTMLResponse:
+        return html(pages.error_page(404, "no book: start bookgen serve with -b BOOK", book,
+                                     has_results), 404)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -183,15 +227,29 @@ def create_app(explorer: Explorer, openings: Sequence[OpeningResult] = (),
             return await not_found(request, HTTPException(404))
         return Response(found[0], media_type=found[1], headers=SECURITY_HEADERS)
 
-    routes = [
-        Route("/", position), Route("/api/position", position_json),
-        Route("/api/tree", tree_json), Route("/board.svg", board),
-        Route("/search", search), Route("/mistakes", mistakes),
-        Route("/api/mistakes", mistakes_json), Route("/runs", runs),
-        Route("/api/runs", runs_json), Route("/results", results),
-        Route("/api/results", results_json),
-        Route("/static/{name}", static_file),
-    ]
+    routes = [Route("/live", live_page), Route("/api/live", live_json),
+              Route("/static/{name}", static_file)]
+    if explorer is not None:
+        routes += [
+            Route("/", position), Route("/api/position", position_json),
+            Route("/api/tree", tree_json), Route("/board.svg", board),
+            Route("/search", search), Route("/mistakes", mistakes),
+            Route("/api/mistakes", mistakes_json), Route("/runs", runs),
+            Route("/api/runs", runs_json), Route("/results", results),
+            Route("/api/results", results_json)]
+    else:
+        async def home(request: Request) -> Response:
+            return RedirectResponse("/live", status_code=303)
+
+        async def bookless(request: Request) -> Response:
+            if request.url.path.startswith("/api/"):
+                return json({"error": "no book: start bookgen serve with -b BOOK"}, 404)
+            return no_book()
+
+        routes += [Route("/", home)] + [
+            Route(path, bookless) for path in (
+                "/api/position", "/api/tree", "/board.svg", "/search", "/mistakes",
+                "/api/mistakes", "/runs", "/api/runs", "/results", "/api/results")]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
 
 
@@ -212,16 +270,18 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
 
-def serve(explorer: Explorer, settings: ServeSettings, openings: Sequence[OpeningResult] = (),
-          sources: Sequence[str] = (), on_ready: Callable[[str], None] | None = None) -> None:
+def serve(explorer: Explorer | None, settings: ServeSettings,
+          openings: Sequence[OpeningResult] = (), sources: Sequence[str] = (),
+          on_ready: Callable[[str], None] | None = None, live: LiveView | None = None) -> None:
     """Serve the explorer on ``settings.host``:``settings.port`` until Ctrl-C (uvicorn);
     ``on_ready`` is called with the page's URL once the socket listens (before the
-    browser is opened, with ``settings.open_browser``)."""
+    browser is opened, with ``settings.open_browser``). Without a book (``explorer``
+    None) the page is the live view."""
     import uvicorn
 
-    app = create_app(explorer, openings, sources)
+    app = create_app(explorer, openings, sources, live)
     sock = listen(settings)
-    url = url_of(sock)
+    url = url_of(sock) + ("" if explorer is not None else "live")
     if on_ready is not None:
         on_ready(url)
     if settings.open_browser:

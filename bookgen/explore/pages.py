@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from html import escape
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,13 +22,15 @@ import cshogi
 
 from bookgen import __version__
 from bookgen.diagram import Arrow, Layout, board_svg, hand_boxes
+from bookgen.explore.live import LiveGameView, LiveState
 from bookgen.explore.view import MoveView, OpeningResult, Place, PositionView, TreeNode
 from bookgen.values import cp_to_value
 
-__all__ = ["error_page", "mistakes_page", "position_main", "position_page", "results_page",
-           "runs_page"]
+__all__ = ["error_page", "live_main", "live_page", "mistakes_page", "position_main",
+           "position_page", "results_page", "runs_page"]
 
 MAX_ARROWS = 8
+LIVE_REFRESH_S = 2      # the live page's refresh period (seconds)
 NONE = "\u2014"   # an em dash for NULL
 
 
@@ -64,25 +67,32 @@ def _head(columns: Iterable[tuple[str, str]]) -> str:
 
 def _page(title: str, body: str, book: str, active: str, has_results: bool,
           search: str = "") -> str:
-    nav = [("/", "position"), ("/mistakes", "mistakes"), ("/runs", "runs")]
+    """A whole page; ``book`` "": served without a book (the live view only)."""
+    nav = [("/", "position"), ("/mistakes", "mistakes"), ("/runs", "runs")] if book else []
     if has_results:
-        nav.append(("/results", "results"))
+        nav += [("/results", "results")] if book else []
+        nav.append(("/live", "live"))
     active_class = ' class="active"'
     links = "".join(f'<a href="{href}"{active_class if name == active else ""}>{name}</a>'
                     for href, name in nav)
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        f"<title>{_e(title)}</title>"
-        '<link rel="stylesheet" href="/static/explorer.css">'
-        '<script src="/static/explorer.js" defer></script></head><body>'
-        f'<header><span class="brand">bookgen explorer</span>'
-        f'<span class="book" title="the book, opened read-only">{_e(book)}</span>'
-        f"<nav>{links}</nav>"
+    search_form = (
         '<form class="search" action="/search" method="get">'
         f'<input name="q" type="search" value="{_e(search)}" size="40" '
         'placeholder="sfen, startpos moves ..., or USI moves" aria-label="search">'
-        '<button type="submit">go</button></form></header>'
+        '<button type="submit">go</button></form>') if book else ""
+    book_name = (f'<span class="book" title="the book, opened read-only">{_e(book)}</span>'
+                 if book else "")
+    # the live page polls with the script; without it, it reloads itself
+    refresh = (f'<noscript><meta http-equiv="refresh" content="{LIVE_REFRESH_S}">'
+               "</noscript>") if active == "live" else ""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{_e(title)}</title>{refresh}"
+        '<link rel="stylesheet" href="/static/explorer.css">'
+        '<script src="/static/explorer.js" defer></script></head><body>'
+        f'<header><span class="brand">bookgen explorer</span>{book_name}'
+        f"<nav>{links}</nav>{search_form}</header>"
         f'<main id="main">{body}</main>'
         f'<footer>bookgen {_e(__version__)}</footer></body></html>\n')
 
@@ -464,3 +474,137 @@ def error_page(status: int, message: str, book: str, has_results: bool,
             '<p><a href="/">the initial position</a></p></section>')
     return _page(f"{status} {title} \u2014 bookgen explorer", body, book, "", has_results,
                  search)
+
+
+# -- the live view ------------------------------------------------------------------------
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return f'<td class="num none" data-sort="">{NONE}</td>'
+    return f'<td class="num" data-sort="{value:.6g}">{value:.{digits}f}</td>'
+
+
+def _live_url(file_index: int, match_id: int) -> str:
+    return "/live?" + urlencode({"file": file_index, "match": match_id})
+
+
+def _sprt_panel(state: LiveState) -> str:
+    match = state.match
+    if match is None or match["sprt"] is None:
+        return ""
+    r, s = match["sprt"], state.sprt
+    title = (f"SPRT of {r.get('engine')} (engine under test) against {r.get('opponent')}: "
+             f"Elo [{r.get('elo0', '?')}, {r.get('elo1', '?')}] ({r.get('model', '')} "
+             f"model, alpha {r.get('alpha', '?')}, beta {r.get('beta', '?')})")
+    if s is None:
+        body = '<p class="note">no game between the two yet</p>'
+    else:
+        estimate = s.get("estimate", {})
+        elo = estimate.get("elo")
+        error = estimate.get("elo_error")
+        body = (f'<p class="sprt-llr">LLR <b id="llr">{s["llr"]:.2f}</b> in '
+                f'[<span id="sprt-lower">{s["lower"]:.2f}</span>, '
+                f'<span id="sprt-upper">{s["upper"]:.2f}</span>] '
+                f'\u2192 <b id="verdict">{_e(s["verdict_text"])}</b></p>'
+                f"<p>{_e(s['verdict_sentence'])}</p>"
+                f'<p class="note">{_e(s["basis"])}: Elo '
+                f"{NONE if elo is None else f'{elo:.1f}'} \u00b1 "
+                f"{NONE if error is None else f'{error:.1f}'}</p>")
+    return (f'<section class="panel sprt" id="sprt"><h2>SPRT</h2>'
+            f'<p class="note">{_e(title)}</p>{body}</section>')
+
+
+def _standings_panel(state: LiveState) -> str:
+    st = state.standings
+    if not st.players:
+        return ('<section class="panel" id="standings"><h2>Standings</h2>'
+                '<p class="note">no game finished yet</p></section>')
+    head = _head([("#", "rank"), ("player", "player"), ("points", "points"),
+                  ("played", "games played"), ("%", "score"), ("W", "wins"),
+                  ("D", "draws"), ("L", "losses"), ("rating", "Elo (" + st.method + ")"),
+                  ("error", "error of the rating")])
+    rows = "".join(
+        f'<tr data-player="{_e(p.name)}">{_cell(rank)}{_cell(p.name)}'
+        f'{_cell(p.points, 1)}{_cell(p.played)}'
+        f"{_cell(100 * p.points / p.played if p.played else None, 0)}"
+        f"{_cell(p.w)}{_cell(p.d)}{_cell(p.l)}{_num(p.rating)}{_num(p.error)}</tr>"
+        for rank, p in enumerate(st.players, 1))
+    pairings = ""
+    if st.pairings:
+        phead = _head([("pairing", "first against second"), ("games", "games"),
+                       ("W", "first's wins"), ("D", "draws"), ("L", "first's losses"),
+                       ("points", "first's points"), ("Elo", "first's Elo difference"),
+                       ("error", "its error"), ("pairs", "complete colour-swapped pairs")])
+        prow = "".join(
+            f"<tr><td>{_e(q.first)} \u2013 {_e(q.second)}</td>{_cell(q.games)}{_cell(q.w)}"
+            f"{_cell(q.d)}{_cell(q.l)}{_cell(q.points, 1)}{_num(q.elo)}{_num(q.error)}"
+            f"{_cell(q.pairs)}</tr>" for q in st.pairings)
+        pairings = f'<table class="sortable pairings">{phead}<tbody>{prow}</tbody></table>'
+    return (f'<section class="panel" id="standings"><h2>Standings</h2>'
+            f'<p class="note">{_e(st.method)}</p>'
+            f'<table class="sortable standings">{head}<tbody>{rows}</tbody></table>'
+            f"{pairings}</section>")
+
+
+def _running_panel(game: LiveGameView) -> str:
+    g = game.game
+    if game.board_sfen:
+        board = board_svg(game.board(), last_move=game.last_move, cell=30.0,
+                          title=game.board_sfen)
+    else:
+        board = '<p class="note">the board cannot be followed from this file</p>'
+    moves = " ".join(g.moves) or NONE
+    return (f'<section class="panel running" data-game="{_e(g.game_key)}">'
+            f"<h3>{_e(g.black)} (\u2617) \u2013 {_e(g.white)} (\u2616)</h3>"
+            f'<p class="note">pair {g.pair + 1}, ply <span class="ply">{len(g.moves)}</span>;'
+            f" opening {_e(g.opening)}</p>"
+            f'<div class="live-board">{board}</div>'
+            f'<p class="moves">{_e(moves)}</p></section>')
+
+
+def live_main(state: LiveState) -> str:
+    """The live page's main part (the script swaps it in at each refresh)."""
+    name = Path(state.source).name
+    match = state.match
+    if match is None:
+        return (f'<section class="panel" id="live" data-refresh="{LIVE_REFRESH_S}">'
+                f"<h2>Live: {_e(name)}</h2><p class=\"note\">no match in this file yet"
+                "</p></section>")
+    active = ' class="active"'
+    others = "".join(
+        f'<a href="{_e(_live_url(state.file_index, m["id"]))}"'
+        f'{active if m["id"] == match["id"] else ""}>{m["id"]}</a> '
+        for m in state.matches) if len(state.matches) > 1 else ""
+    picker = f'<p class="matches">matches: {others}</p>' if others else ""
+    head = (f'<section class="panel" id="live" data-refresh="{LIVE_REFRESH_S}">'
+            f"<h2>Live: {_e(name)}, match {match['id']}</h2>"
+            f'<p class="note"><span id="status">{_e(match["status"])}</span>: '
+            f'<span id="played">{match["played"]}</span> of {match["scheduled"]} games '
+            f"played ({_e(match['format'] or '')}: {_e(', '.join(match['players']))}); "
+            f"started {_e(match['started_at'])}, updated {_e(match['updated_at'])}</p>"
+            f"{picker}</section>")
+    running = "".join(_running_panel(g) for g in state.running)
+    if match["status"] == "running":
+        running_part = (f'<section class="panel" id="running"><h2>Games in play '
+                        f"({len(state.running)})</h2>"
+                        f'<div class="columns">{running or "<p class=note>none</p>"}</div>'
+                        "</section>")
+    else:
+        running_part = ""
+    recent = "".join(
+        f"<tr><td>{_e(g.black)}</td><td>{_e(g.white)}</td>{_cell(g.result)}"
+        f"{_cell(g.reason)}{_cell(g.plies)}<td>{_e(g.opening or '')}</td></tr>"
+        for g in state.recent)
+    recent_part = (
+        '<section class="panel" id="recent"><h2>Last games</h2><table class="sortable">'
+        + _head([("black", "sente"), ("white", "gote"), ("result", "result"),
+                 ("reason", "how it ended"), ("plies", "plies"), ("opening", "opening")])
+        + f"<tbody>{recent}</tbody></table></section>") if state.recent else ""
+    return (head + '<div class="columns">' + _standings_panel(state) + _sprt_panel(state)
+            + "</div>" + running_part + recent_part)
+
+
+def live_page(state: LiveState, book: str) -> str:
+    return _page(f"live: {Path(state.source).name} \u2014 bookgen explorer", live_main(state),
+                 book, "live", True)

@@ -33,7 +33,8 @@ from bookgen.store.connection import StorageError, close_writer, connect, connec
 from bookgen.timestamps import utc_now
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "RESULT_BLACK", "RESULT_DRAW", "RESULT_WHITE", "GameResult",
-           "ResultsFile", "check_results_file", "read_results_file", "recorded_sprts"]
+           "ResultsFile", "ResultsReader", "check_results_file", "read_results_file",
+           "recorded_sprts"]
 
 RESULTS_SCHEMA_VERSION = 1
 RESULTS_KIND = "bookgen-results"
@@ -340,3 +341,48 @@ def read_results_file(path: Path) -> list[GameResult]:
     return [GameResult(black, white, result, reason, plies, f"{path}#{match}:{pair}",
                        opening or start_sfen, str(path))
             for match, pair, black, white, result, reason, plies, opening, start_sfen in rows]
+
+
+class ResultsReader:
+    """A results file read while a match may be writing it (the live view): one
+    read-only connection (``mode=ro``: it never writes the file, not even a
+    checkpoint) kept open, reading each call's rows afresh."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.db = connect_readonly(self.path, strict=True, timeout=30)
+        except (StorageError, sqlite3.DatabaseError) as error:
+            raise BookgenError(f"{self.path}: cannot read results ({error})") from None
+        try:
+            check_results_file(self.db, self.path)
+        except BaseException:
+            self.db.close()
+            raise
+
+    def close(self) -> None:
+        self.db.close()
+
+    def matches(self) -> list[dict[str, Any]]:
+        """Every match, oldest first: ``id``, ``status``, ``scheduled``, ``played``,
+        ``started_at``, ``updated_at``, ``players`` (names as scheduled), ``format``
+        and ``sprt`` (what ``--sprt`` recorded, or None)."""
+        rows = self.db.execute(
+            "SELECT m.id, m.status, m.scheduled, m.started_at, m.updated_at, "
+            "json_extract(m.settings, '$.players'), json_extract(m.settings, '$.format'), "
+            "json_extract(m.settings, '$.sprt'), "
+            "(SELECT count(*) FROM games g WHERE g.match_id = m.id) "
+            "FROM matches m ORDER BY m.id").fetchall()
+        return [{"id": r[0], "status": r[1], "scheduled": r[2], "started_at": r[3],
+                 "updated_at": r[4], "players": [p[0] for p in json.loads(r[5] or "[]")],
+                 "format": r[6], "sprt": json.loads(r[7]) if r[7] else None, "played": r[8]}
+                for r in rows]
+
+    def games(self, match_id: int) -> list[GameResult]:
+        """The games of match ``match_id`` recorded so far, in order (``pair`` as
+        :meth:`ResultsFile.games` gives it)."""
+        rows = self.db.execute(
+            "SELECT black, white, result, reason, plies, pair, opening FROM games "
+            "WHERE match_id = ? ORDER BY id", (match_id,)).fetchall()
+        return [GameResult(r[0], r[1], r[2], r[3], r[4], str(r[5]), r[6], self.path.name)
+                for r in rows]

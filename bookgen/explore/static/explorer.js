@@ -1,5 +1,5 @@
 // bookgen explorer: follow moves in place (URL and history follow), sort tables,
-// expand the tree. Plain script, no build step; the pages work without it.
+// expand the tree, refresh the live view. Plain script, no build step; the pages work without it.
 "use strict";
 
 (function () {
@@ -265,10 +265,37 @@
     }
   });
 
+  // The live view (/live): its main part is fetched again every data-refresh seconds.
+  async function refreshLive() {
+    const live = document.getElementById("live");
+    if (!live) {
+      return;
+    }
+    try {
+      const response = await fetch(location.pathname + location.search,
+                                   {headers: {"X-Explorer-Part": "main"}});
+      if (response.ok) {
+        main().innerHTML = await response.text();
+        setUp(main());
+      }
+    } catch (error) {
+      // the server is gone or restarting: try again at the next tick
+    }
+    scheduleLive();
+  }
+
+  function scheduleLive() {
+    const live = document.getElementById("live");
+    if (live) {
+      window.setTimeout(refreshLive, 1000 * (parseFloat(live.dataset.refresh) || 2));
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     if (isPositionUrl(new URL(location.href))) {
       history.replaceState({explorer: true}, "", location.pathname + location.search);
     }
     setUp(document);
+    scheduleLive();
   });
 })();
