@@ -666,8 +666,8 @@ def test_version_1_book_migrates_to_version_2(analysed, tmp_path):
     analyses_before = analyses(book)
     assert query(book, "PRAGMA user_version") == [(1,)]
     Book(book, create=False).close()
-    assert query(book, "PRAGMA user_version") == [(3,)]     # (and on to version 3)
-    assert dict(query(book, "SELECT key, value FROM meta"))["schema_version"] == "3"
+    assert query(book, "PRAGMA user_version") == [(4,)]     # (and on to version 4)
+    assert dict(query(book, "SELECT key, value FROM meta"))["schema_version"] == "4"
     names = {r[0] for r in query(book, "SELECT name FROM sqlite_master")}
     assert {"mistakes", "mistakes_position", "analyses_run", "links_new_node"} <= names
     after = dump_book(book)

@@ -388,3 +388,54 @@ def test_grow_writes(tmp_path):
         assert conn.execute("SELECT id, value, expanded_run FROM positions ORDER BY id"
                             ).fetchall() == [(parent, 35, run), (child, -12, None),
                                              (other, None, None)]
+
+
+def test_version_4_indexes_mistakes_by_size(tmp_path):
+    """Version 4's index gives the explorer's mistakes list (largest |difference| first,
+    ties by run, iteration, position) without sorting the table: a version 3 book
+    (no index) migrates to it, and every page equals the order sorted here."""
+    import random
+
+    from bookgen.store.browse import largest_mistakes
+
+    book = tmp_path / "book.sqlite"
+    Book(book).close()
+    conn = sqlite3.connect(book)
+    rng = random.Random(4)
+    with conn:
+        conn.execute("DROP INDEX mistakes_size")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("INSERT INTO runs (id, command, started_at, bookgen_version) VALUES "
+                     "(1, 'refine mistakes', 'x', 'x'), (2, 'refine mistakes', 'x', 'x')")
+        conn.executemany("INSERT INTO positions (id, sfen, zobrist, ply, turn) VALUES "
+                         "(?, ?, 0, 1, 0)", [(i, f"s{i}") for i in range(1, 301)])
+        rows = [(run, it, pos, rng.choice((-1, 1)) * rng.randint(0, 40))
+                for run in (1, 2) for it in (0, 1) for pos in rng.sample(range(1, 301), 60)]
+        conn.executemany("INSERT INTO mistakes VALUES (?, ?, ?, 1, 'diff', 0, 0, ?, NULL, "
+                         "NULL, 'r', 'x')", rows)
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    plan = "EXPLAIN QUERY PLAN SELECT * FROM mistakes k ORDER BY abs(k.difference) DESC, " \
+           "k.run_id, k.iteration, k.position_id LIMIT 10"
+
+    def pages(conn: sqlite3.Connection) -> list[tuple[int, int, int, int]]:
+        conn.row_factory = sqlite3.Row
+        found = []
+        for offset in range(0, 240, 50):
+            total, page = largest_mistakes(conn, 50, offset)
+            assert total == 240
+            found += [(r["run_id"], r["iteration"], r["position_id"], r["difference"])
+                      for r in page]
+        return found
+
+    expected = sorted(rows, key=lambda r: (-abs(r[3]), r[0], r[1], r[2]))
+    conn = sqlite3.connect(book)
+    assert "mistakes_size" not in " ".join(r[3] for r in conn.execute(plan))
+    assert pages(conn) == expected     # the same order without the index, sorting
+    conn.close()
+    Book(book, create=False).close()   # migrates
+    conn = sqlite3.connect(book)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert "USING INDEX mistakes_size" in " ".join(r[3] for r in conn.execute(plan))
+    assert pages(conn) == expected
+    conn.close()

@@ -263,7 +263,7 @@ def test_a_version_2_book_migrates_without_the_marker(tmp_path):
     conn.close()
     refine_both_ways(book)
     conn = sqlite3.connect(book)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
     assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_new_node'").fetchone()
     conn.close()
 

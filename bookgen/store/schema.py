@@ -9,7 +9,7 @@ they are opened for writing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Version 1: the foundation. Columns that later stages fill (visits, priors,
 # child links, evaluator/minimax/engine values) exist from the start so that
@@ -138,8 +138,16 @@ _V3 = [
     """,
 ]
 
+# Version 4: the mistakes by size, largest first (``bookgen serve``'s mistakes list
+# reads a page of them without sorting the table: 170 ms at 200,000 mistakes before,
+# 8 ms with it). The order is the list's: |difference| descending, then the primary key.
+_V4 = [
+    "CREATE INDEX IF NOT EXISTS mistakes_size "
+    "ON mistakes(abs(difference) DESC, run_id, iteration, position_id)",
+]
+
 # MIGRATIONS[n] takes a book from version n to n + 1; MIGRATIONS[0] creates it.
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
 
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
