@@ -7,6 +7,7 @@ parameters (400), and the command serving results files without a book."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -19,8 +20,10 @@ from collections import Counter
 from pathlib import Path
 
 import cshogi
+import numpy as np
 import pytest
 import uvicorn
+from PIL import Image
 from starlette.testclient import TestClient
 
 from bookgen.analysis.ratings import RatingSettings, fit_ratings
@@ -29,6 +32,7 @@ from bookgen.analysis.standings import SIMULATIONS, live_sprt, live_standings
 from bookgen.explore.app import create_app, listen, url_of
 from bookgen.explore.live import LiveView
 from bookgen.explore.settings import ServeSettings
+from bookgen.files import atomic_write
 from bookgen.store.live_games import LiveFolder, clear_stale, live_folder, read_live_games
 from cdp import Browser
 from conftest import PYTHON, ROOT, run_cli
@@ -37,6 +41,7 @@ OPENINGS = ["startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d"]
 PLAYERS = ["--builtin", "a", "--builtin", "b", "--option", "a:nodes=300",
            "--option", "b:nodes=600", "--nodes", "1", "--max-ply", "60"]
 HELD_AT = 5   # the game is held after this many moves of its own
+README_SHOT = ROOT / "docs" / "images" / "live.png"
 
 
 def write_openings(path: Path) -> Path:
@@ -379,10 +384,16 @@ class Server:
 
 
 def test_live_view_in_chromium(tmp_path, no_cjk_env):
-    """The page in headless chromium: the held game's board is drawn with pieces and
-    no standings yet; after the match it refreshes itself to the final standings."""
+    """The page in headless chromium, on a match extended from 2 to 4 games and held in
+    the middle of its third: the held game's board drawn with pieces, the standings of
+    the first two games and the SPRT's state; once the match has finished, the page
+    refreshes itself to the standings of all four. Writes the README's screenshot."""
     results = tmp_path / "r.sqlite"
-    process = start_match(tmp_path, "--games", "2", fault=f"match-live-move@{HELD_AT}:stop")
+    first = start_match(tmp_path, "--games", "2", "--sprt", "a:0,100")
+    first.communicate(timeout=300)
+    assert first.returncode == 0
+    process = start_match(tmp_path, "--games", "4", "--sprt", "a:0,100",
+                          fault=f"match-live-move@{HELD_AT}:stop")
     try:
         held(process)
         with Server(results) as server, Browser(tmp_path / "profile", env=no_cjk_env) as page:
@@ -391,24 +402,23 @@ def test_live_view_in_chromium(tmp_path, no_cjk_env):
                        "the board of the game in play")
             assert page.evaluate("document.querySelector('#running .ply').textContent") \
                 == str(HELD_AT)
-            assert page.evaluate("document.getElementById('played').textContent") == "0"
-            assert "no game finished yet" in page.evaluate(
-                "document.getElementById('standings').textContent")
+            assert page.evaluate("document.getElementById('played').textContent") == "2"
+            played = ("Array.from(document.querySelectorAll('table.standings tbody tr'))"
+                      ".map(r => [r.dataset.player, r.cells[3].textContent])")
+            assert sorted(page.evaluate(played)) == [["a", "2"], ["b", "2"]]
+            assert page.evaluate("document.getElementById('llr').textContent") != ""
             sfen = page.evaluate("document.querySelector('#running svg title').textContent")
             on_board = sum(1 for piece in cshogi.Board(sfen).pieces if piece)
             pieces = page.evaluate("document.querySelectorAll('#running svg .piece').length")
             assert pieces >= on_board >= 36
-            shot = page.screenshot("#running svg")
-            assert len(shot) > 1000
+            atomic_write(README_SHOT, page.screenshot())
+            shot = Image.open(io.BytesIO(page.screenshot("#running svg"))).convert("RGB")
+            assert len(np.unique(np.asarray(shot).reshape(-1, 3), axis=0)) > 20  # not blank
             finish(process)
             # the page fetches itself again on its own; wait for the result to arrive
-            page.until("document.getElementById('played').textContent === '2'",
+            page.until("document.getElementById('played').textContent === '4'",
                        "the finished games", timeout_ms=60000)
-            page.until("document.querySelectorAll('#standings tbody tr').length >= 2",
-                       "the standings")
-            names = page.evaluate("Array.from(document.querySelectorAll("
-                                  "'table.standings tbody tr')).map(r => r.dataset.player)")
-            assert sorted(names) == ["a", "b"]
+            assert sorted(page.evaluate(played)) == [["a", "4"], ["b", "4"]]
             assert page.evaluate("document.getElementById('running')") is None
             assert page.evaluate("document.getElementById('status').textContent") == "done"
     finally:

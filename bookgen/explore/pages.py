@@ -479,10 +479,15 @@ def error_page(status: int, message: str, book: str, has_results: bool,
 # -- the live view ------------------------------------------------------------------------
 
 
+def _fixed(value: float | None, digits: int = 1) -> str:
+    """``value`` with ``digits`` decimals (never "-0.0"), a dash for None."""
+    return NONE if value is None else f"{round(value, digits) + 0.0:.{digits}f}"
+
+
 def _num(value: float | None, digits: int = 1) -> str:
     if value is None:
         return f'<td class="num none" data-sort="">{NONE}</td>'
-    return f'<td class="num" data-sort="{value:.6g}">{value:.{digits}f}</td>'
+    return f'<td class="num" data-sort="{value:.6g}">{_fixed(value, digits)}</td>'
 
 
 def _live_url(file_index: int, match_id: int) -> str:
@@ -508,9 +513,8 @@ def _sprt_panel(state: LiveState) -> str:
                 f'<span id="sprt-upper">{s["upper"]:.2f}</span>] '
                 f'\u2192 <b id="verdict">{_e(s["verdict_text"])}</b></p>'
                 f"<p>{_e(s['verdict_sentence'])}</p>"
-                f'<p class="note">{_e(s["basis"])}: Elo '
-                f"{NONE if elo is None else f'{elo:.1f}'} \u00b1 "
-                f"{NONE if error is None else f'{error:.1f}'}</p>")
+                f'<p class="note">{_e(s["basis"])}: Elo {_fixed(elo)} \u00b1 '
+                f"{_fixed(error)}</p>")
     return (f'<section class="panel sprt" id="sprt"><h2>SPRT</h2>'
             f'<p class="note">{_e(title)}</p>{body}</section>')
 
@@ -577,11 +581,14 @@ def live_main(state: LiveState) -> str:
         f'{active if m["id"] == match["id"] else ""}>{m["id"]}</a> '
         for m in state.matches) if len(state.matches) > 1 else ""
     picker = f'<p class="matches">matches: {others}</p>' if others else ""
+    # (a rerun that extends a match keeps the count scheduled when it began)
+    scheduled = (f" of {match['scheduled']} scheduled"
+                 if match["scheduled"] >= match["played"] + len(state.running) else "")
     head = (f'<section class="panel" id="live" data-refresh="{LIVE_REFRESH_S}">'
             f"<h2>Live: {_e(name)}, match {match['id']}</h2>"
             f'<p class="note"><span id="status">{_e(match["status"])}</span>: '
-            f'<span id="played">{match["played"]}</span> of {match["scheduled"]} games '
-            f"played ({_e(match['format'] or '')}: {_e(', '.join(match['players']))}); "
+            f'<span id="played">{match["played"]}</span> games played{scheduled} '
+            f"({_e(match['format'] or '')}: {_e(', '.join(match['players']))}); "
             f"started {_e(match['started_at'])}, updated {_e(match['updated_at'])}</p>"
             f"{picker}</section>")
     running = "".join(_running_panel(g) for g in state.running)
