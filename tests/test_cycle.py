@@ -249,3 +249,16 @@ def test_the_example_config_loads():
     config = load_config(example)
     assert config.refine.engine == f"usi:{FAIRY}" and config.network.start == "init"
     assert config.fingerprint() == load_config(example).fingerprint()
+
+
+def test_the_experiment_arms_differ_only_in_their_starts():
+    """docs/experiments.md: the three arms of experiments 2 and 3 share everything
+    but the start positions of self-play (and their directories)."""
+    folder = Path(__file__).resolve().parent.parent / "data" / "experiments"
+    arms = {name: load_config(folder / f"{name}.toml") for name in ("mistakes", "initial",
+                                                                    "book")}
+    sources = {name: config.starts.source for name, config in arms.items()}
+    assert sources == {"mistakes": "mistakes", "initial": "initial", "book": "all"}
+    rest = [{**config.results_dict(), "starts": None} for config in arms.values()]
+    assert rest[0] == rest[1] == rest[2]
+    assert len({config.directory for config in arms.values()}) == 3
