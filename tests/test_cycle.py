@@ -199,6 +199,17 @@ def _content(path: Path) -> object:
     return {k: v.numpy().tobytes() for k, v in load_model(path).state_dict().items()}
 
 
+def test_ctrl_c_stops_with_130_and_keeps_the_finished_stages(tmp_path):
+    config = write_config(tmp_path)
+    gen = tmp_path / "cycle" / "gen-000"
+    stopped = run_cycle(config, env={"BOOKGEN_FAULT": "cycle-stage@2:SIGINT"})
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr.strip().splitlines()[-1] == "bookgen: interrupted"
+    # Ctrl-C came after grow's book, before its marker: grow runs again next time
+    assert [p.stem for p in (gen / "stages").iterdir()] == ["network"]
+    assert (gen / "grown.sqlite").is_file()
+
+
 def _without_run_data(data: dict) -> dict:
     return {k: v for k, v in data.items() if k not in ("run_id", "seconds")}
 

@@ -125,6 +125,16 @@ def _book_step(source: Path | None, target: Path, step: Callable[[Path], dict[st
     return result
 
 
+def _check_status(ctx: _Context, what: str, status: str, reason: str = "") -> None:
+    """A stage's run must end ``done``: Ctrl-C ends the cycle as it ends every command
+    (exit code 130; the stage runs again next time), anything else is an error."""
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    if status != "done":
+        raise BookgenError(f"{ctx.gen.name}: {what} {status}" + (f" ({reason})" if reason
+                                                                 else ""))
+
+
 def _network_spec(ctx: _Context, blend: bool) -> str:
     inner = f"torch:{ctx.path('input.pt')}"
     return f"blend:{ctx.path('book.sqlite')}:{inner}" if blend else inner
@@ -190,8 +200,7 @@ def stage_grow(ctx: _Context) -> dict[str, Any]:
 
     def step(book: Path) -> dict[str, Any]:
         summary = grow(book, settings, progress=False)
-        if summary.status != "done":
-            raise BookgenError(f"{ctx.gen.name}: grow {summary.status}")
+        _check_status(ctx, "grow", summary.status, summary.stop_reason)
         return {"run_id": summary.run_id, "expansions": summary.expansions,
                 "positions_added": summary.positions_added, "moves_added": summary.moves_added,
                 "positions": summary.positions, "moves": summary.moves,
@@ -222,9 +231,7 @@ def stage_search(ctx: _Context) -> dict[str, Any]:
 
     def step(book: Path) -> dict[str, Any]:
         summary = search(book, settings, progress=False)
-        if summary.status != "done":
-            raise BookgenError(f"{ctx.gen.name}: refine search {summary.status} "
-                               f"({summary.stop_reason})")
+        _check_status(ctx, "refine search", summary.status, summary.stop_reason)
         return {"run_id": summary.run_id, "engine": summary.engine,
                 "selected": summary.selected, "analysed": summary.analysed,
                 "already_analysed": summary.already_analysed, "failed": summary.failed,
@@ -274,6 +281,7 @@ def stage_mistakes(ctx: _Context) -> dict[str, Any]:
 
     def step(book: Path) -> dict[str, Any]:
         summary = mistakes(book, settings, progress=False)
+        _check_status(ctx, "refine mistakes", summary.status)
         found = summary.mistakes
         atomic_write(ctx.path("mistakes.txt"),
                      "".join(position_line(m) + "\n" for m in found).encode())
@@ -396,8 +404,7 @@ def stage_selfplay(ctx: _Context) -> dict[str, Any]:
                 raise ctx.error("selfplay", error) from None
             summary = selfplay(ctx.path("starts.txt"), ctx.path("games") / f"{name}.hcpe",
                                settings, progress=False)
-            if summary.interrupted:
-                raise BookgenError(f"{ctx.gen.name}: self-play interrupted")
+            _check_status(ctx, "self-play", "interrupted" if summary.interrupted else "done")
             runs.append({"file": f"games/{name}.hcpe", "opponent": opponent,
                          "network_plays": side, "games": summary.games,
                          "positions": summary.positions, "black_wins": summary.black_wins,
@@ -433,8 +440,7 @@ def stage_train(ctx: _Context) -> dict[str, Any]:
     except SettingsError as error:
         raise ctx.error("train", error) from None
     summary = train(files, ctx.path("model.pt"), settings, log=lambda _line: None)
-    if summary.interrupted:
-        raise BookgenError(f"{ctx.gen.name}: training interrupted")
+    _check_status(ctx, "train", "interrupted" if summary.interrupted else "done")
     return {"model": "model.pt", "train_records": summary.train_records,
             "validation_records": summary.validation_records,
             "initial_train": _metrics(summary.initial_train),
@@ -491,7 +497,11 @@ def stage_match(ctx: _Context) -> dict[str, Any]:
 
     me = network(candidate, ctx.path("model.pt"))
     rules = GameRules(max_ply=section.max_ply)
-    control = TimeControl(nodes=ctx.config.refine.nodes or 1)
+    refine = ctx.config.refine
+    # The network players search their playouts whatever the clock; the refine
+    # engine searches its nodes, else its movetime as byoyomi (else 1 s).
+    control = TimeControl(nodes=refine.nodes) if refine.nodes else \
+        TimeControl(byoyomi=refine.movetime_ms or 1000)
 
     def play(opponent: PlayerSettings, games: int, sprt_test: MatchSprt | None = None) -> None:
         settings = MatchSettings(control=control, rules=rules, games=games,
@@ -499,8 +509,7 @@ def stage_match(ctx: _Context) -> dict[str, Any]:
                                  sprt=sprt_test, cluster=ctx.cluster)
         summary = run_match([me, opponent], ctx.path("suite.txt"), results, settings,
                             progress=False)
-        if summary.interrupted:
-            raise BookgenError(f"{ctx.gen.name}: match interrupted")
+        _check_status(ctx, "match", "interrupted" if summary.interrupted else "done")
 
     sprt_settings = SprtSettings(test.elo0, test.elo1, alpha=test.alpha, beta=test.beta)
     sprt_test = MatchSprt(candidate, current, sprt_settings) if test.test == "sprt" else None
