@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import tomllib
 import types
 import typing
@@ -435,8 +436,7 @@ def load_config(path: str | Path) -> CycleConfig:
         elif key == "directory":
             if not isinstance(value, str) or not value.strip():
                 raise CycleConfigError(f"{path}: directory: must be a folder name (a string)")
-            values[key] = (path.parent / value) if not Path(value).is_absolute() \
-                else Path(value)
+            values[key] = Path(os.path.normpath(path.parent / value))
         elif key == "seed":
             if not isinstance(value, int) or isinstance(value, bool):
                 raise CycleConfigError(f"{path}: seed: must be an integer, not {value!r}")
