@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bookgen.cycle.config import load_config
-from bookgen.cycle.generations import STAGES
+from bookgen.cycle.generations import STAGES, Generation
 from bookgen.errors import BookgenError
 from conftest import run_bookgen_process, run_cli
 
@@ -253,6 +253,32 @@ def test_config_errors_name_the_key(tmp_path, edit, message):
     assert not (tmp_path / "cycle").exists()
     with pytest.raises(BookgenError, match="^" + str(config)):
         load_config(config)
+
+
+def test_network_settings_are_checked_before_any_work(tmp_path):
+    """The cycle's networks are torch: models: an onnx-only option is refused before
+    generation 0 starts."""
+    config = write_config(tmp_path)
+    result = run_cli("cycle", "-c", config, "--trt-cache", tmp_path / "trt", expect=2)
+    (line,) = result.stderr.strip().splitlines()
+    assert "apply to onnx: models only" in line
+    assert not (tmp_path / "cycle").exists()
+
+
+def test_a_started_generation_keeps_its_config(tmp_path):
+    """Refused also before the generation has finished (its first stages ran with the
+    config it recorded)."""
+    config = load_config(write_config(tmp_path))
+    gen = Generation(config.directory, 0)
+    gen.check_config(config)
+    gen.mark_done("network", {})
+    changed = load_config(write_config(tmp_path / "other", TINY.replace(
+        "nodes = 300", "nodes = 400").replace('directory = "cycle"',
+                                              f'directory = "{config.directory}"')))
+    with pytest.raises(BookgenError, match=r"refine\.nodes differs from the config gen-000 "
+                                           "started with"):
+        gen.check_config(changed)
+    gen.check_config(config)   # the same config again: accepted
 
 
 def test_the_example_config_loads():

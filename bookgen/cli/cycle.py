@@ -582,6 +582,13 @@ def run_cycle(config: CycleConfig, generations: int = 1, *,
     from bookgen.engines.network.device import NetworkSettings
     from bookgen.signals import fault_point
 
+    network = network or NetworkSettings()
+    if network.options():  # the cycle's networks are torch: models: a bad device fails now
+        import torch
+
+        from bookgen.engines.network.device import torch_device
+
+        torch_device(network, torch.cuda, torch.version.cuda)
     directory = config.directory
     existing = generation_dirs(directory)
     for path in existing:  # every generation keeps its config, checked before any work
@@ -593,7 +600,7 @@ def run_cycle(config: CycleConfig, generations: int = 1, *,
     for number in range(generations):
         gen = Generation(directory, number)
         gen.check_config(config)
-        ctx = _Context(config, gen, cluster, network or NetworkSettings(), log)
+        ctx = _Context(config, gen, cluster, network, log)
         ran, kept = [], []
         for stage in STAGES:
             if gen.done(stage):
