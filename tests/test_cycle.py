@@ -1,6 +1,7 @@
 """``bookgen cycle`` and ``bookgen report --cycle``: a tiny generation through every
-stage (a random 1x8 network, Fairy-Stockfish as the refine engine), killed with
-SIGKILL in the middle and resumed, config errors, a changed config refused."""
+stage (a random 1x8 network with the book's priors blended in, Fairy-Stockfish as
+the refine engine), killed with SIGKILL in the middle and resumed, config errors, a
+changed config refused."""
 
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ max_ply = 24
 [train]
 epochs = 1
 batch_size = 32
+
+[blend]
+selfplay = true
+match = true
 
 [suite]
 max_value_cp = 300
@@ -241,7 +246,9 @@ def test_a_changed_config_is_refused(finished, tmp_path):
     (("games = 2\nmin_los", "games = 3\nmin_los"),
      "promotion.games must be a positive even number"),
     (("directory = \"cycle\"\n", ""), "directory: missing"),
-    (("seed = 3\n", "seed = 3\nblend = 3\n"), "blend: must be a table"),
+    (("[blend]\nselfplay = true\nmatch = true\n", "[blend]\nselfplay = 1\n"),
+     "blend.selfplay must be true or false, not 1"),
+    (("seed = 3\n", "seed = 3\nmatch = 3\n"), "not valid TOML"),
     (("seed = 3\n", "seed = [\n"), "not valid TOML"),
 ])
 def test_config_errors_name_the_key(tmp_path, edit, message):
@@ -279,6 +286,15 @@ def test_a_started_generation_keeps_its_config(tmp_path):
                                            "started with"):
         gen.check_config(changed)
     gen.check_config(config)   # the same config again: accepted
+
+
+def test_a_section_must_be_a_table(tmp_path):
+    text = TINY.replace("[blend]\nselfplay = true\nmatch = true\n", "").replace(
+        "seed = 3\n", "seed = 3\nblend = 3\n")
+    config = write_config(tmp_path, text)
+    result = run_cli("cycle", "-c", config, expect=2)
+    assert result.stderr.strip() == f"bookgen: error: {config}: blend: must be a table " \
+                                    "([blend])"
 
 
 def test_the_example_config_loads():
