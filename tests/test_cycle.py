@@ -246,6 +246,8 @@ def test_a_changed_config_is_refused(finished, tmp_path):
     (("games = 2\nmin_los", "games = 3\nmin_los"),
      "promotion.games must be a positive even number"),
     (("directory = \"cycle\"\n", ""), "directory: missing"),
+    (("start = \"init\"", "start = \"model.npz\""),
+     "network.start must be 'init' or a bookgen model file (.pt"),
     (("[blend]\nselfplay = true\nmatch = true\n", "[blend]\nselfplay = 1\n"),
      "blend.selfplay must be true or false, not 1"),
     (("seed = 3\n", "seed = 3\nmatch = 3\n"), "not valid TOML"),
@@ -286,6 +288,21 @@ def test_a_started_generation_keeps_its_config(tmp_path):
                                            "started with"):
         gen.check_config(changed)
     gen.check_config(config)   # the same config again: accepted
+
+
+def test_a_cycle_can_start_from_a_model_file(finished, tmp_path):
+    """network.start: a model file (relative to the config file) becomes generation 0's
+    network (the run is killed after that first stage)."""
+    model = finished.parent / "cycle" / "gen-000" / "model.pt"
+    (tmp_path / "nets").mkdir()
+    (tmp_path / "nets" / "start.pt").write_bytes(model.read_bytes())
+    config = write_config(tmp_path / "run", TINY.replace('start = "init"',
+                                                         'start = "../nets/start.pt"'))
+    killed = run_cycle(config, env={"BOOKGEN_FAULT": "cycle-stage-done@1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    gen = tmp_path / "run" / "cycle" / "gen-000"
+    assert _content(gen / "input.pt") == _content(model)
+    assert json.loads((gen / "stages" / "network.json").read_text())["name"] == "init"
 
 
 def test_a_section_must_be_a_table(tmp_path):

@@ -60,7 +60,8 @@ def _one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class NetworkStart:
-    """The network of generation 0: ``start`` a model file (torch:, .pt/.npz/.pth) or
+    """The network of generation 0: ``start`` a model file (``.pt``, as ``bookgen train``
+    and ``bookgen model init`` write it) or
     ``init``, a random dlshogi-shaped network of ``blocks`` x ``channels``
     initialised with ``seed``."""
 
@@ -70,8 +71,9 @@ class NetworkStart:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.start.strip():
-            raise SettingsError("start", "must be 'init' or a model file")
+        if self.start != "init" and not self.start.endswith(".pt"):
+            raise SettingsError("start", "must be 'init' or a bookgen model file (.pt, as "
+                                f"'bookgen train' writes), not {self.start!r}")
         _positive("blocks", self.blocks)
         _positive("channels", self.channels)
 
