@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BOOKGEN := $(VENV)/bin/bookgen
 STAMP := $(VENV)/.installed
 
-.PHONY: demo sample test lint engines bench clean golden golden-write
+.PHONY: demo sample test lint engines bench clean golden golden-write cycle-demo
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,14 @@ demo: $(STAMP)
 		--concurrency 2 -o demo/results.sqlite
 	$(BOOKGEN) rate demo/results.sqlite -s 1000
 	$(BOOKGEN) report demo/results.sqlite -b demo/book.sqlite -o demo/report.html
+
+# The book's reinforcement-learning loop, two short generations end to end (data/cycle.toml:
+# a random 1x16 network, Fairy-Stockfish as the refine engine; a few minutes on a laptop CPU),
+# then the report across the generations.
+cycle-demo: $(STAMP) engines
+	rm -rf demo/cycle
+	$(BOOKGEN) cycle -c data/cycle.toml --generations 2
+	$(BOOKGEN) report --cycle demo/cycle -s 200
 
 # Import the sample book analysed by Fairy-Stockfish and print its stats.
 sample: $(STAMP)

@@ -38,6 +38,9 @@ CORE_LAYERS: dict[str, tuple[str, ...]] = {
     "bookfiles": ("foundation", "workers", "play", "formats", "store", "engines"),
     # bookgen serve's explorer: reads the book through the store, draws with the foundation
     "explore": ("foundation", "workers", "play", "store"),
+    # bookgen cycle's config and generation folders: no stage, no engine (the loop that
+    # runs the stages is bookgen.cli.cycle)
+    "cycle": ("foundation",),
 }
 # Modules whose layer is not their package's: the game loop asks the engines' players,
 # while the rest of bookgen.play (rules, clocks) lies below the engines.

@@ -3,8 +3,9 @@
 One module per stage: :mod:`~bookgen.cli.store` (import, export, merge,
 stats, show, serve), :mod:`~bookgen.cli.grow`, :mod:`~bookgen.cli.refine` (the
 ``refine`` group), :mod:`~bookgen.cli.curriculum` (starts, selfplay, train),
-:mod:`~bookgen.cli.measure` (suite, match, rate, sprt, outcomes, report) and
-:mod:`~bookgen.cli.model`, with the shared options in
+:mod:`~bookgen.cli.measure` (suite, match, rate, sprt, outcomes, report),
+:mod:`~bookgen.cli.model` and :mod:`~bookgen.cli.cycle` (the loop of all stages),
+with the shared options in
 :mod:`~bookgen.cli.options` and the error wrapper in :mod:`~bookgen.cli.support`.
 Every command is added to :func:`main` here and nowhere else. Each command
 parses its options, calls one function of the library (imported only when
@@ -26,6 +27,7 @@ import click
 
 from bookgen import __version__
 from bookgen.cli.curriculum import selfplay_command, starts_command, train_command
+from bookgen.cli.cycle import cycle_command
 from bookgen.cli.grow import grow_command
 from bookgen.cli.measure import (
     match_command,
@@ -81,3 +83,5 @@ main.add_command(outcomes_command)
 main.add_command(report_command)
 # networks
 main.add_command(model_group)
+# the loop of all stages
+main.add_command(cycle_command)

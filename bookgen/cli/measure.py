@@ -598,8 +598,12 @@ def outcomes_command(results: tuple[str, ...], endings: tuple[str, ...],
 
 
 @click.command("report")
-@RESULTS_ARGUMENT
-@output_option("The HTML file to write (self-contained: CSS and figures embedded).")
+@click.argument("results", nargs=-1, type=click.Path(dir_okay=False))
+@output_option("The HTML file to write (self-contained: CSS and figures embedded).",
+               required=False)
+@click.option("--cycle", "cycle_dir", type=click.Path(file_okay=False),
+              help="Report on a 'bookgen cycle' directory instead, across its generations "
+                   "(text, or --json; -o also writes it as HTML).")
 @book_option("Also describe this bookgen book (opened read-only).", default=None)
 @click.option("--markdown", default=None, type=click.Path(dir_okay=False),
               help="Also write a Markdown twin here, its figures in <stem>_files/ next to it.")
@@ -618,10 +622,10 @@ def outcomes_command(results: tuple[str, ...], endings: tuple[str, ...],
                                             "report]")
 @json_option("Print a summary as JSON.")
 @reports_errors
-def report_command(results: tuple[str, ...], output: str, book: str | None,
-                   markdown: str | None, sprt_tests: tuple[str, ...], white_advantage: bool,
-                   draw_rate: bool, simulations: int, seed: int, title: str | None,
-                   as_json: bool) -> None:
+def report_command(results: tuple[str, ...], output: str | None, cycle_dir: str | None,
+                   book: str | None, markdown: str | None, sprt_tests: tuple[str, ...],
+                   white_advantage: bool, draw_rate: bool, simulations: int, seed: int,
+                   title: str | None, as_json: bool) -> None:
     """Write an HTML report on the games of RESULTS (results .sqlite and PGN files).
 
     The report holds the Ordo rating table, the pairwise Elo/LOS matrix, the
@@ -634,7 +638,15 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
       bookgen report match.sqlite -o report.html
       bookgen report match.sqlite -b book.sqlite -o report.html --markdown report.md
       bookgen report match.sqlite -o r.html --sprt new,base,0,2
+      bookgen report --cycle demo/cycle --json
     """
+    if cycle_dir is not None:
+        _cycle_report(cycle_dir, results, output, simulations, seed, as_json)
+        return
+    if not results:
+        raise click.UsageError("Missing argument 'RESULTS...'.")
+    if output is None:
+        raise click.UsageError("Missing option '-o' / '--output'.")
     require_extra("matplotlib", "report", "report")
     from bookgen.analysis.ratings import RatingSettings
     from bookgen.analysis.report import (
@@ -671,3 +683,38 @@ def report_command(results: tuple[str, ...], output: str, book: str | None,
     written = output + (f" and {markdown}" if markdown else "")
     click.echo(f"{written}: {report.games} games, {len(report.players)} players, "
                f"{len(report.figures)} figures")
+
+
+def _cycle_report(directory: str, results: tuple[str, ...], output: str | None,
+                  simulations: int, seed: int, as_json: bool) -> None:
+    """``report --cycle DIR``: the generations of a cycle, as text, JSON or HTML."""
+    from bookgen.analysis.cycle_report import (
+        CycleReportSettings,
+        build_cycle_report,
+        format_cycle_report,
+    )
+
+    if results:
+        raise BookgenError("--cycle reports on the cycle's own matches: give no RESULTS")
+    given = [flag for name, flag in (("book", "-b/--book"), ("markdown", "--markdown"),
+                                     ("sprt_tests", "--sprt"), ("white_advantage", "-W"),
+                                     ("draw_rate", "-D"), ("title", "--title")) if _given(name)]
+    if given:
+        raise BookgenError(f"{given[0]} does not apply to --cycle")
+    if simulations == 1:
+        raise BookgenError("--simulations must be 0 or at least 2")
+    report = build_cycle_report(directory, CycleReportSettings(simulations, seed))
+    text = format_cycle_report(report)
+    if output is not None:
+        import html
+
+        from bookgen.files import atomic_write
+
+        page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>bookgen cycle "
+                f"{html.escape(directory)}</title></head><body><h1>bookgen cycle "
+                f"{html.escape(directory)}</h1><pre>{html.escape(text)}</pre></body></html>\n")
+        atomic_write(output, page.encode())
+    if as_json:
+        echo_json(report.as_dict())
+    else:
+        click.echo(text, nl=False)
