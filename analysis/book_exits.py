@@ -1,12 +1,13 @@
 """Where each engine left its own book: per game, and per opening and engine.
 
 A match records, for every move, whether the engine answered from its own
-book or searched (the results file's ``moves`` table,
-:func:`bookgen.store.results.read_game_moves`). In a book war what matters is
-where each side's book ran out and what the engine thought of the position
-then: :func:`book_exits` finds, in each game, each engine's first move that
-did not come from its book (its "exit") and the score it gave there, from its
-own side; :func:`exits_by_opening` sums them up per opening and engine.
+book or searched (the results file's ``moves`` table). In a book war what
+matters is where each side's book ran out and what the engine thought of the
+position then: an engine's "exit" in a game is its first move that was not a
+book answer, and its score there is from its own side
+(:func:`bookgen.store.results.read_book_exit_rows` finds them in the file;
+:func:`book_exits` places them); :func:`exits_by_opening` sums them up per
+opening and engine.
 
 Plies count from the initial position (the opening's moves included; a game
 from an sfen counts from its move number), so that exits in games from
@@ -22,7 +23,7 @@ from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
-from bookgen.store.results import GameMoves, read_game_moves
+from bookgen.store.results import BookExitRow, read_book_exit_rows
 
 __all__ = ["BookExit", "OpeningExits", "book_exits", "exits_by_opening", "read_book_exits"]
 
@@ -30,9 +31,9 @@ __all__ = ["BookExit", "OpeningExits", "book_exits", "exits_by_opening", "read_b
 @dataclass(frozen=True)
 class BookExit:
     """One engine in one game: ``book_moves`` of its moves came from its book
-    before ``ply``, its first searched move ``move`` (None for both: it never
-    left its book), where it scored the position ``score_cp`` or ``score_mate``
-    (its side to move's view; None: no score)."""
+    before ``ply`` (from the initial position), its first move that was not a book
+    answer, ``move`` (None for both: it never left its book), where it scored the
+    position ``score_cp`` or ``score_mate`` (its own view; None: no score)."""
 
     file: str
     game_id: int
@@ -99,27 +100,16 @@ def _first_ply(start_sfen: str) -> int:
         return 1
 
 
-def book_exits(games: Iterable[GameMoves]) -> list[BookExit]:
-    """Each engine's exit from its book in each of ``games``, black's first."""
+def book_exits(rows: Iterable[BookExitRow]) -> list[BookExit]:
+    """The exits of ``rows`` with each engine's colour and the ply from the initial
+    position."""
     found: list[BookExit] = []
-    for game in games:
-        offset = _first_ply(game.start_sfen) - 1
-        for colour, engine in (("black", game.black), ("white", game.white)):
-            own = [m for m in game.moves if m.mover == engine]  # a match's names differ
-            booked = 0
-            exit_move = None
-            for move in own:
-                if move.source != "book":
-                    exit_move = move
-                    break
-                booked += 1
-            if exit_move is None:
-                found.append(BookExit(game.file, game.game_id, game.opening, engine, colour,
-                                      booked, None, None, None, None))
-            else:
-                found.append(BookExit(game.file, game.game_id, game.opening, engine, colour,
-                                      booked, offset + exit_move.ply, exit_move.move,
-                                      exit_move.score_cp, exit_move.score_mate))
+    for row in rows:
+        offset = _first_ply(row.start_sfen) - 1
+        found.append(BookExit(row.file, row.game_id, row.opening, row.mover,
+                              "black" if row.mover == row.black else "white", row.book_moves,
+                              None if row.ply is None else offset + row.ply, row.move,
+                              row.score_cp, row.score_mate))
     return found
 
 
@@ -136,10 +126,13 @@ def exits_by_opening(exits: Sequence[BookExit]) -> list[OpeningExits]:
 def read_book_exits(paths: Iterable[str | Path]) -> tuple[int, list[BookExit]]:
     """The number of games with per-move data in the results files among ``paths``
     (PGN files have none) and the book exits in them."""
-    games: list[GameMoves] = []
+    games = 0
+    found: list[BookExit] = []
     for path in map(Path, paths):
         with open(path, "rb") as handle:
             if not handle.read(16).startswith(b"SQLite format 3"):
                 continue
-        games.extend(read_game_moves(path))
-    return len(games), book_exits(games)
+        count, rows = read_book_exit_rows(path)
+        games += count
+        found.extend(book_exits(rows))
+    return games, found

@@ -12,7 +12,7 @@ from pathlib import Path
 import cshogi
 import pytest
 
-from bookgen.analysis.book_exits import book_exits, exits_by_opening
+from bookgen.analysis.book_exits import exits_by_opening, read_book_exits
 from bookgen.analysis.match import MatchSettings, match_player, run_match
 from bookgen.analysis.ratings import RatingSettings
 from bookgen.analysis.report import ReportSettings, build_report, render_markdown
@@ -24,8 +24,6 @@ from bookgen.play.clock import TimeControl
 from bookgen.play.loop import GameRules, play_game
 from bookgen.store.results import (
     RESULTS_SCHEMA_VERSION,
-    GameMoves,
-    MovePlayed,
     ResultsFile,
     read_game_moves,
 )
@@ -100,6 +98,11 @@ def test_fairy_stockfish_and_the_builtin_player_record_every_move(tmp_path):
     fsf = [r for r in rows if r["mover"] == "fsf"]
     builtin = [r for r in rows if r["mover"] == "bi"]
     assert fsf and builtin
+    read = read_game_moves(results)
+    assert [[(m.ply, m.move, m.mover, m.nodes, m.pv) for m in g.moves] for g in read] == \
+        [[(r["ply"], r["move"], r["mover"], r["nodes"], r["pv"]) for r in moves[g.game_id]]
+         for g in read]
+    assert {g.game_id for g in read} == set(moves)
     for row in fsf:
         assert row["source"] == "search"
         assert row["depth"] >= 1 and row["seldepth"] >= 1
@@ -174,7 +177,8 @@ def test_book_answers_are_recorded_as_book_and_the_report_shows_the_exit(tmp_pat
                 assert (row["depth"], row["nodes"], row["score_cp"]) == (0, 0, 37)
             if row["source"] == "search":
                 assert (row["depth"], row["nodes"]) == (3, 100)
-    exits = book_exits(read_game_moves(results))
+    count, exits = read_book_exits([results])
+    assert count == 4
     for found in exits:
         # Its first searched move: the first ply past its book it was to move at.
         limit = 2 + by_ply[found.engine]
@@ -223,28 +227,41 @@ def test_move_record_tells_book_answers_from_searches():
     assert move_record(search()) == MoveRecord("search")
 
 
-def test_book_exits_from_the_engines_own_side():
-    """Exits are per engine and colour; a game from an sfen counts plies from its move
-    number; an engine that never left its book has no exit ply."""
-    def row(ply: int, mover: str, source: str, cp: int | None = None) -> MovePlayed:
-        return MovePlayed(ply, "7g7f", mover, source, cp, None, None, None, None, None,
-                          None, None)
+def test_book_exits_from_the_engines_own_side(tmp_path):
+    """Exits are per engine and colour, read from a results file; a game from an sfen
+    counts plies from its move number; an engine that never left its book has no exit
+    ply; a game without per-move data has none."""
+    start = "lnsgkgsnl/9/9/9/9/9/9/9/LNSGKGSNL w - 5"   # white (b) moves first, move 5
 
-    game = GameMoves("f", 1, 1, 0, "sfen X", "lnsgkgsnl/9/9/9/9/9/9/9/LNSGKGSNL w - 5",
-                     "a", "b", "draw",
-                     (row(1, "b", "book"), row(2, "a", "search", -40), row(3, "b", "book"),
-                      row(4, "a", "search", 10), row(5, "b", "search", 25)))
-    found = {e.engine: e for e in book_exits([game])}
-    # White (b) moves first here, from move 5: plies 5, 6, 7, 8, 9.
-    assert (found["a"].colour, found["a"].book_moves, found["a"].ply,
-            found["a"].score_cp) == ("black", 0, 6, -40)
-    assert (found["b"].colour, found["b"].book_moves, found["b"].ply,
-            found["b"].score_cp) == ("white", 2, 9, 25)
-    stuck = GameMoves("f", 1, 2, 0, "sfen X", game.start_sfen, "a", "b", "draw",
-                      (row(1, "b", "book"), row(2, "a", "book")))
-    grouped = exits_by_opening(book_exits([game, stuck]))
-    b = [g for g in grouped if g.engine == "b"][0]
-    assert b.games == 2 and len(b.left) == 1 and b.median_ply == 9 and b.mean_cp == 25
+    def row(ply: int, mover: str, source: str, cp: int | None = None,
+            mate: int | None = None) -> tuple:
+        return (ply, f"m{ply}", mover, source, cp, mate, None, None, None, None, 1, None)
+
+    path = tmp_path / "r.sqlite"
+    with ResultsFile(path) as store:
+        match_id = store.begin_match("k" * 16, {}, 4)
+        games = [[row(1, "b", "book"), row(2, "a", "search", -40), row(3, "b", "book"),
+                  row(4, "a", "search", 10), row(5, "b", "search", None, -3)],
+                 [row(1, "b", "book"), row(2, "a", "book")],
+                 []]
+        for index, rows in enumerate(games):
+            store.add_game(match_id, rows, game_key=f"g{index}", round=0, pair=index,
+                           opening_index=0, opening="sfen X", start_sfen=start, black="a",
+                           white="b", result="draw", reason="max ply", plies=len(rows),
+                           moves=" ".join(r[1] for r in rows))
+    count, exits = read_book_exits([path])
+    assert count == 2
+    first = {e.engine: e for e in exits if e.game_id == 1}
+    assert (first["a"].colour, first["a"].book_moves, first["a"].ply, first["a"].move,
+            first["a"].score_cp) == ("black", 0, 6, "m2", -40)
+    assert (first["b"].colour, first["b"].book_moves, first["b"].ply, first["b"].move,
+            first["b"].score_cp, first["b"].score_mate) == ("white", 2, 9, "m5", None, -3)
+    grouped = exits_by_opening(exits)
+    assert [(g.opening, g.engine) for g in grouped] == [("sfen X", "a"), ("sfen X", "b")]
+    b = grouped[1]
+    assert b.games == 2 and len(b.left) == 1 and b.median_ply == 9 and b.mean_cp is None
+    assert [(e.ply, e.book_moves) for e in b.exits] == [(9, 2), (None, 1)]
+    assert grouped[0].mean_cp == -40 and grouped[0].book_moves == 0.5
 
 
 # --------------------------------------------------------------------------

@@ -41,8 +41,9 @@ from bookgen.store.connection import StorageError, close_writer, connect, connec
 from bookgen.timestamps import utc_now
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "RESULT_BLACK", "RESULT_DRAW", "RESULT_WHITE", "GameMoves",
-           "GameResult", "MovePlayed", "MoveRow", "ResultsFile", "check_results_file",
-           "read_game_moves", "read_results_file", "recorded_sprts"]
+           "BookExitRow", "GameResult", "MovePlayed", "MoveRow", "ResultsFile",
+           "check_results_file", "read_book_exit_rows", "read_game_moves", "read_results_file",
+           "recorded_sprts"]
 
 RESULTS_SCHEMA_VERSION = 2
 RESULTS_KIND = "bookgen-results"
@@ -462,3 +463,50 @@ def read_game_moves(path: str | Path) -> list[GameMoves]:
                                first[5], first[6], first[7],
                                tuple(MovePlayed(*row[8:]) for row in played)))
     return games
+
+
+@dataclass(frozen=True)
+class BookExitRow:
+    """Where ``mover`` left its own book in one game: ``book_moves`` of its moves
+    were book answers before its first that was not, at ``ply`` (the game's, from 1),
+    ``move``, scored ``score_cp`` or ``score_mate`` (None for all four: every move
+    it made was a book answer)."""
+
+    file: str
+    game_id: int
+    opening: str
+    start_sfen: str
+    black: str
+    white: str
+    mover: str
+    book_moves: int
+    ply: int | None
+    move: str | None
+    score_cp: int | None
+    score_mate: int | None
+
+
+_BOOK_EXITS = """
+WITH exits AS (
+    SELECT game_id, mover, min(CASE WHEN source != 'book' THEN ply END) AS exit_ply
+    FROM moves GROUP BY game_id, mover)
+SELECT g.id, coalesce(g.opening, g.start_sfen), g.start_sfen, g.black, g.white, e.mover,
+       (SELECT count(*) FROM moves b WHERE b.game_id = e.game_id AND b.mover = e.mover
+        AND b.source = 'book' AND (e.exit_ply IS NULL OR b.ply < e.exit_ply)),
+       e.exit_ply, m.move, m.score_cp, m.score_mate
+FROM exits e JOIN games g ON g.id = e.game_id
+LEFT JOIN moves m ON m.game_id = e.game_id AND m.ply = e.exit_ply
+ORDER BY g.id, e.mover = g.white
+"""
+
+
+def read_book_exit_rows(path: str | Path) -> tuple[int, list[BookExitRow]]:
+    """The number of games with per-move data in the results file ``path`` and,
+    for each of them and each player who moved in it (black first), where it left
+    its own book (none for a version-1 file)."""
+    path = Path(path)
+    if not _query(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                        "AND name = 'moves'")[0][0]:
+        return 0, []
+    games = _query(path, "SELECT count(DISTINCT game_id) FROM moves")[0][0]
+    return games, [BookExitRow(str(path), *row) for row in _query(path, _BOOK_EXITS)]
