@@ -616,12 +616,14 @@ def _book_exits_section(report: Report) -> Section:
         "Where each engine left its own book, per opening: its first move that was not a "
         "book answer (depth 0 or nodes 0, or an info string about its book) and its score "
         f"of the position there, from its own side (centipawns), in the {games} with "
-        "per-move data. Plies count from the initial position; '-' is a game in which it "
+        "per-move data, game by game (the engine's colour in brackets) or summed up over more "
+        "than six games. Plies count from the initial position; '-' is a game in which it "
         "never left its book."))
     rows = []
     for row in report.book_exits:
         if row.games <= 6:
-            plies = ", ".join("-" if e.ply is None else str(e.ply) for e in row.exits)
+            plies = ", ".join(f"{'-' if e.ply is None else e.ply} ({e.colour})"
+                              for e in row.exits)
             scores = ", ".join("-" if e.ply is None else _score_text(e.score_cp, e.score_mate)
                                for e in row.exits)
         else:
