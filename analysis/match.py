@@ -58,13 +58,13 @@ from bookgen.position import InvalidMove, InvalidPosition, parse_position_spec
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.live_games import LiveFolder, clear_stale, live_folder, remove_folder
-from bookgen.store.results import GameResult, ResultsFile
+from bookgen.store.results import GameResult, MoveRow, ResultsFile
 from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
 __all__ = ["MATCH_BUILTIN", "FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary",
-           "match_player", "parse_match_sprt", "play_task", "run_match"]
+           "match_player", "move_rows", "parse_match_sprt", "play_task", "run_match"]
 
 _FIELD, _mention = SettingsError.FIELD, SettingsError.mention
 
@@ -94,7 +94,9 @@ class MatchSettings:
     ``control`` (the clock) and ``rules``; ``concurrency`` games at once (one
     worker process each, which gets these settings). Games are also appended to
     the PGN file ``pgn`` and written as CSA records in ``csa_dir`` when given.
-    ``sprt`` ends the match when its GSPRT accepts a hypothesis.
+    ``sprt`` ends the match when its GSPRT accepts a hypothesis. ``record_moves``
+    writes every move's data (score, depth, nodes, time, PV, book or search) to
+    the results file's ``moves`` table; it does not change the games played.
     """
 
     control: TimeControl = TimeControl(byoyomi=1000)
@@ -108,6 +110,7 @@ class MatchSettings:
     csa_dir: str | Path | None = None
     sprt: SprtTest | None = None
     cluster: ClusterSettings | None = None   # games in the actors of a Ray cluster
+    record_moves: bool = True
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -534,7 +537,8 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
                     break
                 for game in finished:
                     in_flight -= 1
-                    _record(game, store, match_id, key, pgn_file, csa_path)
+                    _record(game, store, match_id, key, pgn_file, csa_path,
+                            settings.record_moves)
                     fault_point("match-game-recorded")
                     record = game.game
                     match_games.append(record)
@@ -577,12 +581,38 @@ def _score_line(points: Mapping[str, float], played: Counter[str]) -> str:
     return ", ".join(f"{name} {points[name]:g}/{played[name]}" for name in sorted(played))
 
 
+def move_rows(game: FinishedGame) -> list[MoveRow]:
+    """The rows of ``game``'s moves for the results file's ``moves`` table: each
+    move with its mover and what the mover said of it (a player that said
+    nothing: its score only, as a search's)."""
+    task, played = game.task, game.played
+    names = (task.black, task.white)
+    parts = played.start_sfen.split()
+    first = 1 if len(parts) > 1 and parts[1] == "w" else 0
+    records, times, scores = played.records, played.move_ms, played.scores
+    rows: list[MoveRow] = []
+    for i, move in enumerate(played.moves):
+        record = records[i] if i < len(records) else None
+        time_ms = times[i] if i < len(times) else None
+        mover = names[(first + i) & 1]
+        if record is None:
+            score = scores[i] if i < len(scores) else None
+            rows.append((i + 1, move, mover, "search", score, None, None, None, None, None,
+                         time_ms, None))
+        else:
+            rows.append((i + 1, move, mover, record.source, record.cp, record.mate,
+                         record.bound, record.depth, record.seldepth, record.nodes, time_ms,
+                         " ".join(record.pv) or None))
+    return rows
+
+
 def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
-            pgn_file: TextIO | None, csa_path: Path | None) -> None:
+            pgn_file: TextIO | None, csa_path: Path | None, record_moves: bool) -> None:
     task, played = game.task, game.played
     reason = str(played.outcome.reason)
-    store.add_game(match_id, game_key=task.key, round=task.round, pair=task.pair,
-                   opening_index=task.opening_index, opening=task.opening,
+    store.add_game(match_id, move_rows(game) if record_moves else (), game_key=task.key,
+                   round=task.round, pair=task.pair, opening_index=task.opening_index,
+                   opening=task.opening,
                    start_sfen=played.start_sfen, black=task.black, white=task.white,
                    result=game.result, reason=reason, detail=played.outcome.detail,
                    plies=played.plies, moves=" ".join(played.moves), black_ms=played.black_ms,

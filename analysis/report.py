@@ -23,6 +23,8 @@ markup. The content:
 - outcomes: the per-player ending table and :func:`bookgen.analysis.outcomes.test_rate`
   for every ending present, with its warnings and the note on paired games;
 - score by colour and game lengths;
+- with per-move data in a results file: where each engine left its own book,
+  per opening, and its score there (:mod:`bookgen.analysis.book_exits`);
 - with a book: its size run after run (the ``runs`` table), the ply and
   best-value distributions of its positions and the mistakes of each
   ``refine mistakes`` run.
@@ -47,6 +49,7 @@ import pandas as pd
 
 from bookgen import __version__
 from bookgen.analysis import plots
+from bookgen.analysis.book_exits import OpeningExits, exits_by_opening, read_book_exits
 from bookgen.analysis.document import (
     Block,
     Bullets,
@@ -121,6 +124,8 @@ class Report:
     book: BookSummary | None
     sections: list[Section]
     sprt_sources: list[str] = field(default_factory=list)  # where each of ``sprts`` comes from
+    move_games: int = 0      # games with per-move data (results files of version 2)
+    book_exits: list[OpeningExits] = field(default_factory=list)
 
     @property
     def figures(self) -> list[Image]:
@@ -266,13 +271,15 @@ def build_report(settings: ReportSettings, now: datetime | None = None) -> Repor
     endings = [c for c in outcomes.columns if c != "games" and outcomes[c].sum() > 0]
     rate_tests = [test_rate(games, ending, players=players) for ending in endings]
 
+    move_games, exits = read_book_exits(paths)
     per_file = Counter(g.source for g in games)
     sources = [(p, per_file.get(p, 0)) for p in dict.fromkeys(paths)]
     stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     report = Report(title=title or DEFAULT_TITLE, generated_at=stamp, sources=sources,
                     games=len(games), players=players, ratings=ratings, pairwise=pairwise,
                     sprts=sprts, outcomes=outcomes, rate_tests=rate_tests, book=book_summary,
-                    sections=[], sprt_sources=sprt_sources)
+                    sections=[], sprt_sources=sprt_sources, move_games=move_games,
+                    book_exits=exits_by_opening(exits))
     report.sections = [
         _provenance_section(report, book, simulations, seed, white_advantage, draw_rate),
         _ratings_section(ratings),
@@ -282,6 +289,8 @@ def build_report(settings: ReportSettings, now: datetime | None = None) -> Repor
         _colour_section(games, players),
         _length_section(games),
     ]
+    if move_games:
+        report.sections.append(_book_exits_section(report))
     if book_summary is not None:
         report.sections.append(book_section(book_summary))
         report.sections.append(openings_section(games, book_summary))
@@ -589,6 +598,46 @@ def _length_section(games: Sequence[GameResult]) -> Section:
     return section
 
 
+def _score_text(cp: int | None, mate: int | None) -> str:
+    if mate is not None:
+        return f"mate {mate:+d}"
+    return "?" if cp is None else f"{cp:+d}"
+
+
+def _book_exits_section(report: Report) -> Section:
+    section = Section("book-exits", "Leaving the book")
+    games = plural(report.move_games, "game")
+    if not any(e.book_moves for row in report.book_exits for e in row.exits):
+        section.blocks.append(Paragraph(
+            f"No engine answered from its own book in the {games} with per-move data: "
+            "each searched from its first move."))
+        return section
+    section.blocks.append(Paragraph(
+        "Where each engine left its own book, per opening: its first move that was not a "
+        "book answer (depth 0 or nodes 0, or an info string about its book) and its score "
+        f"of the position there, from its own side (centipawns), in the {games} with "
+        "per-move data, game by game (the engine's colour in brackets) or summed up over more "
+        "than six games. Plies count from the initial position; '-' is a game in which it "
+        "never left its book."))
+    rows = []
+    for row in report.book_exits:
+        if row.games <= 6:
+            plies = ", ".join(f"{'-' if e.ply is None else e.ply} ({e.colour})"
+                              for e in row.exits)
+            scores = ", ".join("-" if e.ply is None else _score_text(e.score_cp, e.score_mate)
+                               for e in row.exits)
+        else:
+            left = [e.ply for e in row.left if e.ply is not None]
+            plies = (f"median {row.median_ply:g} ({min(left)}-{max(left)})" if left else "-")
+            scores = "-" if row.mean_cp is None else f"mean {row.mean_cp:+.0f}"
+        rows.append([row.opening, row.engine, str(row.games), f"{row.book_moves:.1f}",
+                     plies, scores])
+    section.blocks.append(Table(["opening", "engine", "games", "book moves per game",
+                                 "left the book at ply", "score there"], rows, id="book-exits",
+                                numeric=[False, False, True, True, False, False]))
+    return section
+
+
 # --------------------------------------------------------------------------
 # writing
 
@@ -635,5 +684,6 @@ def report_summary(report: Report) -> dict[str, Any]:
             "figures": len(report.figures),
             "sprt": [{**s.as_json(), "source": source} for s, source in
                      zip(report.sprts, report.sprt_sources)],
-            "ratings": report.ratings.as_json()["players"]}
+            "ratings": report.ratings.as_json()["players"],
+            "book_exits": [row.as_dict() for row in report.book_exits]}
 

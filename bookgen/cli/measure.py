@@ -269,6 +269,9 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
               help="Also write each game as a CSA record in this directory.")
 @click.option("--seed", type=int, help="Shuffle the openings with this seed (file order "
                                        "without it).")
+@click.option("--record-moves/--no-record-moves", default=True, show_default=True,
+              help="Write every move's score, bound, depth, seldepth, nodes, time, PV and "
+                   "source (the engine's own book or a search) to the results file.")
 @click.option("--sprt", "sprt", metavar="ENGINE:ELO0,ELO1",
               help="Stop when a GSPRT of ENGINE, the engine under test, against the other "
                    "player ends (H0: ENGINE is ELO0 stronger, H1: ELO1 stronger; pairs "
@@ -288,8 +291,8 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
                   cluster: str | None, worker_resources: tuple[str, ...], max_ply: int,
                   resign: int | None, resign_moves: int, declaration_rule: str,
                   results: str, pgn: str | None, csa_dir: str | None, seed: int | None,
-                  sprt: str | None, sprt_alpha: float, sprt_beta: float, sprt_model: str,
-                  as_json: bool, quiet: bool) -> None:
+                  record_moves: bool, sprt: str | None, sprt_alpha: float, sprt_beta: float,
+                  sprt_model: str, as_json: bool, quiet: bool) -> None:
     """Play engine matches from an openings file; each opening is played twice
     with colours swapped. The runner enforces the rules (illegal moves, time,
     repetition and perpetual check, declaration, max ply, resignation) and
@@ -325,7 +328,7 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
         control=control, rules=GameRules(max_ply=max_ply, declaration_rule=declaration_rule,
                                          resign_cp=resign, resign_moves=resign_moves),
         format=fmt, games=games, rounds=rounds, concurrency=concurrency, seed=seed, pgn=pgn,
-        csa_dir=csa_dir, sprt=test,
+        csa_dir=csa_dir, sprt=test, record_moves=record_moves,
         cluster=cluster_settings(cluster, worker_resources, "concurrency"))
     summary = run_match(players, openings, results, settings, progress=not quiet)
     if as_json:

@@ -18,7 +18,7 @@ import numpy as np
 
 from bookgen.engines.factory import make_evaluator
 from bookgen.engines.mcts import Mcts, MctsSettings
-from bookgen.engines.protocols import MoveChoice
+from bookgen.engines.protocols import MoveChoice, MoveRecord
 from bookgen.values import MATE_VALUE, value_to_cp
 
 if TYPE_CHECKING:
@@ -61,7 +61,8 @@ class MctsPlayer:
         mate = 0 if board.is_check() else board.mate_move_in_1ply()
         if mate and game.legal_move(mate) is not None:
             usi = cshogi.move_to_usi(mate)
-            return MoveChoice(usi, usi, MATE_VALUE)
+            return MoveChoice(usi, usi, MATE_VALUE,
+                              record=MoveRecord("search", mate=1, bound="exact", pv=(usi,)))
         play = self.play
         sampling = game.ply < play.opening.random_moves
         result = (self.sampling_search if sampling else self.search).search(board)
@@ -76,7 +77,11 @@ class MctsPlayer:
             weights = np.array([s.visits for s in candidates], dtype=np.float64)
             weights **= 1.0 / play.opening.temperature
             move = candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))].move
-        return MoveChoice(move, best.move, value_to_cp(best.win_rate))
+        score = value_to_cp(best.win_rate)
+        line = (best.move, best.reply) if best.reply is not None else (best.move,)
+        record = MoveRecord("search", score, None, "exact", best.depth or None, None,
+                            result.playouts, line)
+        return MoveChoice(move, best.move, score, record=record)
 
     def close(self) -> None:
         self.evaluator.close()

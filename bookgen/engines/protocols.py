@@ -134,6 +134,33 @@ class EvaluatorBase:
         self.close()
 
 
+MOVE_SOURCES = ("book", "search", "runner")
+"""Where a move came from: the engine's own book, a search, or the runner itself."""
+
+
+@dataclass(slots=True)
+class MoveRecord:
+    """What a player said about one of its moves, as the match results file keeps it.
+
+    ``cp``/``mate`` are the score of the position before the move for the
+    side to move (the mover), at most one set (``mate`` in plies, positive:
+    the mover mates); ``bound`` is ``"lower"``, ``"upper"`` or ``"exact"``
+    for a score, None without one. ``depth``, ``seldepth``, ``nodes`` and
+    ``pv`` describe the search (None, empty: not reported). ``source`` is
+    one of :data:`MOVE_SOURCES`: ``"book"`` when a USI engine answered from
+    its own book (:func:`bookgen.engines.usi.analyser.book_answer`).
+    """
+
+    source: str = "search"
+    cp: int | None = None
+    mate: int | None = None
+    bound: str | None = None
+    depth: int | None = None
+    seldepth: int | None = None
+    nodes: int | None = None
+    pv: tuple[str, ...] = ()
+
+
 @dataclass
 class MoveChoice:
     """What a player does in a position: play a move, resign or declare.
@@ -143,7 +170,9 @@ class MoveChoice:
     also when it sampled another ``move``; None: no target). ``score_cp`` is
     the player's value of the position in centipawns for the side to move
     (None: not given). ``elapsed_ms`` is the time the choice took, as the
-    player measured it (what a clock is charged).
+    player measured it (what a clock is charged). ``record`` is what the
+    player said about the move beyond that (None: nothing), kept per move by
+    the game loop (``records`` of :class:`bookgen.play.loop.PlayedGame`).
     """
 
     move: str | None = None
@@ -152,6 +181,7 @@ class MoveChoice:
     resign: bool = False
     declare: bool = False
     elapsed_ms: int = 0
+    record: MoveRecord | None = None
 
 
 class PlayerFailure(Exception):

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cshogi
 import numpy as np
 
-from bookgen.engines.protocols import MoveChoice, Player, PlayerFailure
+from bookgen.engines.protocols import MoveChoice, MoveRecord, Player, PlayerFailure
 from bookgen.errors import SettingsError
 from bookgen.play.clock import ClockState, TimeControl
 from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason
@@ -77,7 +77,9 @@ class PlayedGame:
     """A finished game: where it started, who played, its moves, its end and its times.
 
     ``scores`` holds each mover's score of the position before its move (its
-    own view, None: not given), one per move. ``black_ms``/``white_ms`` are
+    own view, None: not given), one per move; ``records`` what the mover said
+    of each move beyond that (:class:`~bookgen.engines.protocols.MoveRecord`,
+    None: nothing) and ``move_ms`` the time each took. ``black_ms``/``white_ms`` are
     the times the players reported (clocked or not); ``engine_seconds`` the
     wall time spent in the players' choices, ``wall_seconds`` the whole game's.
     """
@@ -93,6 +95,8 @@ class PlayedGame:
     finished_at: str
     wall_seconds: float
     engine_seconds: float
+    records: list[MoveRecord | None] = field(default_factory=list)
+    move_ms: list[int] = field(default_factory=list)
 
     @property
     def plies(self) -> int:
@@ -123,6 +127,8 @@ def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: G
     rng = rng if rng is not None else np.random.default_rng(0)
     used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
     scores: list[int | None] = []
+    records: list[MoveRecord | None] = []
+    move_ms: list[int] = []
     engine_seconds = 0.0
     while game.outcome is None:
         turn = game.turn
@@ -156,10 +162,14 @@ def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: G
         if game.adjudicate(choice.score_cp) is not None:
             break
         scores.append(choice.score_cp)
+        records.append(choice.record)
+        move_ms.append(choice.elapsed_ms)
         game.push(choice.move or "")
     outcome = game.outcome
     assert outcome is not None
+    plies = len(game.moves)
     return PlayedGame(game.start_sfen, (players[cshogi.BLACK].name, players[cshogi.WHITE].name),
-                      list(game.moves), scores[:len(game.moves)], outcome,
+                      list(game.moves), scores[:plies], outcome,
                       used[cshogi.BLACK], used[cshogi.WHITE], started_at, utc_now(),
-                      time.perf_counter() - wall_start, engine_seconds)
+                      time.perf_counter() - wall_start, engine_seconds,
+                      records[:plies], move_ms[:plies])

@@ -10,7 +10,13 @@ user_version`` and in ``meta``. Tables:
 - ``players``: every player's name, spec, options and USI identity;
 - ``games``: one row per finished game, keyed by ``(match_id, game_key)``.
   ``pair`` groups the two games of an opening played with colours swapped
-  (the sampling unit of the pentanomial statistics).
+  (the sampling unit of the pentanomial statistics);
+- ``moves`` (version 2): one row per move of a game, what its mover said of
+  it (score, bound, depth, seldepth, nodes, time, PV, and whether it came
+  from the engine's own book), written in the game's transaction.
+
+A version-1 file (no ``moves``) is migrated when opened for writing; the
+readers read both versions.
 
 :class:`GameResult` is one finished game, whatever file it came from: the
 common input of ratings, SPRT and outcome statistics
@@ -22,21 +28,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 from bookgen.errors import BookgenError
 from bookgen.files import check_writable
+from bookgen.signals import fault_point
 from bookgen.store.connection import StorageError, close_writer, connect, connect_readonly
 from bookgen.timestamps import utc_now
 
-__all__ = ["RESULTS_SCHEMA_VERSION", "RESULT_BLACK", "RESULT_DRAW", "RESULT_WHITE", "GameResult",
-           "ResultsFile", "ResultsReader", "check_results_file", "read_results_file",
+__all__ = ["RESULTS_SCHEMA_VERSION", "RESULT_BLACK", "RESULT_DRAW", "RESULT_WHITE", "GameMoves",
+           "BookExitRow", "GameResult", "MovePlayed", "MoveRow", "ResultsFile", "ResultsReader",
+           "check_results_file", "read_book_exit_rows", "read_game_moves", "read_results_file",
            "recorded_sprts"]
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
 RESULTS_KIND = "bookgen-results"
 
 RESULT_BLACK, RESULT_WHITE, RESULT_DRAW = "black", "white", "draw"
@@ -92,6 +101,34 @@ _SCHEMA = [
     "CREATE INDEX games_players ON games(black, white)",
 ]
 
+# Version 2: what each mover said of each move.
+_MOVES_SCHEMA = [
+    """
+    CREATE TABLE moves (
+        game_id    INTEGER NOT NULL REFERENCES games(id) ON DELETE CASCADE,
+        ply        INTEGER NOT NULL,
+        move       TEXT NOT NULL,
+        mover      TEXT NOT NULL,
+        source     TEXT NOT NULL CHECK (source IN ('book', 'search', 'runner')),
+        score_cp   INTEGER,
+        score_mate INTEGER,
+        bound      TEXT CHECK (bound IN ('lower', 'upper', 'exact')),
+        depth      INTEGER,
+        seldepth   INTEGER,
+        nodes      INTEGER,
+        time_ms    INTEGER,
+        pv         TEXT,
+        PRIMARY KEY (game_id, ply)
+    ) WITHOUT ROWID
+    """,
+]
+
+MoveRow = tuple[int, str, str, str, int | None, int | None, str | None, int | None,
+                int | None, int | None, int | None, str | None]
+"""One move as :meth:`ResultsFile.add_game` takes it: the columns of ``moves``
+after ``game_id``, in order (``ply`` from 1, the first move played from the
+game's ``start_sfen``; ``pv`` space-separated USI)."""
+
 
 # --------------------------------------------------------------------------
 # the common record
@@ -142,10 +179,11 @@ class GameResult:
 
 
 class ResultsFile:
-    """A results file opened for writing (created when missing).
+    """A results file opened for writing (created when missing, migrated to
+    the current version when older).
 
-    Every :meth:`add_game` is its own transaction, so a killed match keeps
-    every game it finished.
+    Every :meth:`add_game` is its own transaction (the game and its moves), so
+    a killed match keeps every game it finished and no part of another.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -163,6 +201,8 @@ class ResultsFile:
             self.db.execute("PRAGMA synchronous=NORMAL")
             if not existed:
                 self._create()
+            else:
+                self._migrate()
         except BaseException as error:
             self.db.close()
             if created:  # a half-made file (a full disk) would be refused by the next run
@@ -178,11 +218,26 @@ class ResultsFile:
 
     def _create(self) -> None:
         with self.transaction() as db:
-            for statement in _SCHEMA:
+            for statement in (*_SCHEMA, *_MOVES_SCHEMA):
                 db.execute(statement)
             db.executemany("INSERT INTO meta VALUES (?, ?)", [
                 ("kind", RESULTS_KIND), ("schema_version", str(RESULTS_SCHEMA_VERSION)),
                 ("created_at", utc_now())])
+            db.execute(f"PRAGMA user_version = {RESULTS_SCHEMA_VERSION}")
+
+    def _migrate(self) -> None:
+        """Bring an older file to :data:`RESULTS_SCHEMA_VERSION` (one transaction)."""
+        with self.transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version >= RESULTS_SCHEMA_VERSION:
+                return
+            if version < 2:  # 1 -> 2: the moves table; earlier games have no rows there
+                for statement in _MOVES_SCHEMA:
+                    db.execute(statement)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                       (str(RESULTS_SCHEMA_VERSION),))
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                       (f"migrated_from_{version}_at", utc_now()))
             db.execute(f"PRAGMA user_version = {RESULTS_SCHEMA_VERSION}")
 
     class _Transaction:
@@ -272,16 +327,26 @@ class ResultsFile:
         return [GameResult(r["black"], r["white"], r["result"], r["reason"], r["plies"],
                            str(r["pair"]), r["opening"], self.path.name) for r in rows]
 
-    def add_game(self, match_id: int, **game: Any) -> None:
-        """Record one finished game (columns of ``games`` as keywords)."""
+    def add_game(self, match_id: int, moves_rows: Sequence[MoveRow] = (), **game: Any) -> None:
+        """Record one finished game (columns of ``games`` as keywords) and its
+        ``moves_rows`` (:data:`MoveRow`; none: no per-move data), in one transaction."""
         game.setdefault("finished_at", utc_now())
         game.setdefault("detail", "")
         if game["result"] not in RESULTS:
             raise ValueError(f"bad result {game['result']!r}")
         columns = ["match_id", *game]
         with self.transaction() as db:
-            db.execute(f"INSERT OR REPLACE INTO games ({', '.join(columns)}) "
-                       f"VALUES ({', '.join('?' * len(columns))})", [match_id, *game.values()])
+            # A game recorded again replaces the old row; its moves go with it.
+            db.execute("DELETE FROM moves WHERE game_id IN (SELECT id FROM games WHERE "
+                       "match_id = ? AND game_key = ?)", (match_id, game.get("game_key")))
+            cursor = db.execute(f"INSERT OR REPLACE INTO games ({', '.join(columns)}) "
+                                f"VALUES ({', '.join('?' * len(columns))})",
+                                [match_id, *game.values()])
+            fault_point("results-game-writing")  # the crash tests' kill in mid-transaction
+            if moves_rows:
+                game_id = cursor.lastrowid
+                db.executemany("INSERT INTO moves VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               [(game_id, *row) for row in moves_rows])
 
 
 def check_results_file(db: sqlite3.Connection, path: Path) -> None:
@@ -386,3 +451,107 @@ class ResultsReader:
             "WHERE match_id = ? ORDER BY id", (match_id,)).fetchall()
         return [GameResult(r[0], r[1], r[2], r[3], r[4], str(r[5]), r[6], self.path.name)
                 for r in rows]
+
+
+@dataclass(frozen=True)
+class MovePlayed:
+    """One row of ``moves``: a move and what its mover said of it (see ``docs/results.md``)."""
+
+    ply: int
+    move: str
+    mover: str
+    source: str
+    score_cp: int | None
+    score_mate: int | None
+    bound: str | None
+    depth: int | None
+    seldepth: int | None
+    nodes: int | None
+    time_ms: int | None
+    pv: str | None
+
+
+@dataclass(frozen=True)
+class GameMoves:
+    """A game of a results file with its per-move data (``moves`` by ply)."""
+
+    file: str
+    match_id: int
+    game_id: int
+    pair: int
+    opening: str
+    start_sfen: str
+    black: str
+    white: str
+    result: str
+    moves: tuple[MovePlayed, ...]
+
+
+def read_game_moves(path: str | Path) -> list[GameMoves]:
+    """The games of the results file ``path`` that have per-move data, in the order
+    they were recorded (none for a version-1 file, or games played with
+    ``record_moves`` off)."""
+    path = Path(path)
+    if not _query(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                        "AND name = 'moves'")[0][0]:
+        return []
+    rows = _query(path, "SELECT g.id, g.match_id, g.pair, coalesce(g.opening, g.start_sfen), "
+                        "g.start_sfen, g.black, g.white, g.result, m.ply, m.move, m.mover, "
+                        "m.source, m.score_cp, m.score_mate, m.bound, m.depth, m.seldepth, "
+                        "m.nodes, m.time_ms, m.pv FROM games g JOIN moves m ON m.game_id = g.id "
+                        "ORDER BY g.id, m.ply")
+    games: list[GameMoves] = []
+    for game_id, group in groupby(rows, key=lambda row: row[0]):
+        played = list(group)
+        first = played[0]
+        games.append(GameMoves(str(path), first[1], game_id, first[2], first[3], first[4],
+                               first[5], first[6], first[7],
+                               tuple(MovePlayed(*row[8:]) for row in played)))
+    return games
+
+
+@dataclass(frozen=True)
+class BookExitRow:
+    """Where ``mover`` left its own book in one game: ``book_moves`` of its moves
+    were book answers before its first that was not, at ``ply`` (the game's, from 1),
+    ``move``, scored ``score_cp`` or ``score_mate`` (None for all four: every move
+    it made was a book answer)."""
+
+    file: str
+    game_id: int
+    opening: str
+    start_sfen: str
+    black: str
+    white: str
+    mover: str
+    book_moves: int
+    ply: int | None
+    move: str | None
+    score_cp: int | None
+    score_mate: int | None
+
+
+_BOOK_EXITS = """
+WITH exits AS (
+    SELECT game_id, mover, min(CASE WHEN source != 'book' THEN ply END) AS exit_ply
+    FROM moves GROUP BY game_id, mover)
+SELECT g.id, coalesce(g.opening, g.start_sfen), g.start_sfen, g.black, g.white, e.mover,
+       (SELECT count(*) FROM moves b WHERE b.game_id = e.game_id AND b.mover = e.mover
+        AND b.source = 'book' AND (e.exit_ply IS NULL OR b.ply < e.exit_ply)),
+       e.exit_ply, m.move, m.score_cp, m.score_mate
+FROM exits e JOIN games g ON g.id = e.game_id
+LEFT JOIN moves m ON m.game_id = e.game_id AND m.ply = e.exit_ply
+ORDER BY g.id, e.mover = g.white
+"""
+
+
+def read_book_exit_rows(path: str | Path) -> tuple[int, list[BookExitRow]]:
+    """The number of games with per-move data in the results file ``path`` and,
+    for each of them and each player who moved in it (black first), where it left
+    its own book (none for a version-1 file)."""
+    path = Path(path)
+    if not _query(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                        "AND name = 'moves'")[0][0]:
+        return 0, []
+    games = _query(path, "SELECT count(DISTINCT game_id) FROM moves")[0][0]
+    return games, [BookExitRow(str(path), *row) for row in _query(path, _BOOK_EXITS)]

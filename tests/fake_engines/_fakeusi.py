@@ -15,6 +15,8 @@ It plays legal moves (with cshogi) and misbehaves on request:
                     does, until ``USI_OwnBook false`` or ``BookFile no_book``: STYLE
                     ``depth0`` prints ``info depth 0 ... nodes 0 ... pv MOVE``, ``string``
                     an ``info string`` about the book
+--book-plies N      with --book, answer from the book only in positions before ply N
+                    (counted in the ``moves`` of ``position``), and search after it
 --script PATH       play the N-th whitespace-separated token of PATH at the game's N-th ply
                     (counted in the ``moves`` of ``position``; ``win``/``resign`` allowed)
 --score CP          report this score (side to move's view) in every info line
@@ -88,6 +90,7 @@ def main(defaults: list[str]) -> None:
     parser.add_argument("--multipv", action="store_true")
     parser.add_argument("--no-info", action="store_true")
     parser.add_argument("--book", choices=("depth0", "string"))
+    parser.add_argument("--book-plies", type=int)
     parser.add_argument("--script")
     parser.add_argument("--score", type=int)
     parser.add_argument("--mark-dir")
@@ -199,7 +202,7 @@ def main(defaults: list[str]) -> None:
                 _say(f"bestmove {move}")
                 continue
             moves = [cshogi.move_to_usi(m) for m in board.legal_moves]
-            if book and moves:
+            if book and moves and (args.book_plies is None or ply < args.book_plies):
                 if book == "depth0":
                     _say(f"info depth 0 seldepth 0 multipv 1 score cp 37 nodes 0 nps 0 "
                          f"time 0 pv {moves[-1]}")

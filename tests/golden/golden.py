@@ -60,7 +60,7 @@ Normalised in the outputs (``normalise_*``):
   <ms> / <version> when not NULL: books' runs.started_at/ended_at/
   bookgen_version, analyses.created_at, mistakes.created_at, meta created_at/
   created_by; results' meta.created_at, matches.started_at/updated_at,
-  games.started_at/finished_at/black_ms/white_ms. runs.params and runs.counts
+  games.started_at/finished_at/black_ms/white_ms, moves.time_ms. runs.params and runs.counts
   go through the JSON rule (so counts lose pid/seconds, and params keep
   everything, draw values included).
 - PGN: the [Date "..."] tag line is dropped (the day the game was played).
@@ -209,6 +209,7 @@ _VOLATILE_COLUMNS = {
     ("matches", "started_at"): "<time>", ("matches", "updated_at"): "<time>",
     ("games", "started_at"): "<time>", ("games", "finished_at"): "<time>",
     ("games", "black_ms"): "<ms>", ("games", "white_ms"): "<ms>",
+    ("moves", "time_ms"): "<ms>",
 }
 _JSON_COLUMNS = {("runs", "params"), ("runs", "counts"), ("matches", "settings"),
                  ("players", "options")}

@@ -62,6 +62,7 @@ class BuiltinEvaluator(EvaluatorBase):
         self.play_nodes = play_nodes
         self.priors = priors
         self._searcher = Searcher()
+        self.last_search: RootResult | None = None   # best_move's last root search
 
     def evaluate(self, boards: Sequence[cshogi.Board]) -> list[Evaluation]:
         """Priors over all legal moves, value and search facts for each board."""
@@ -125,6 +126,7 @@ class BuiltinEvaluator(EvaluatorBase):
         """
         budget = self.play_nodes if nodes is None else (nodes or None)
         r = self._searcher.search_root(board, depth or self.play_depth, budget, margin=0)
+        self.last_search = r
         if not r.best:
             return None, -MATE, []
         return cshogi.move_to_usi(r.best), r.score, [cshogi.move_to_usi(m) for m in r.pv]

@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from bookgen.engines.builtin.analyser import BuiltinEvaluator
-from bookgen.engines.protocols import MoveChoice
+from bookgen.engines.protocols import MoveChoice, MoveRecord
 from bookgen.errors import BookgenError
 from bookgen.values import MATE_VALUE
 
@@ -63,11 +63,16 @@ class BuiltinPlayer:
         started = time.perf_counter()
         if game.can_declare():
             return MoveChoice(declare=True, score_cp=MATE_VALUE)
-        move, score, _pv = self.evaluator.best_move(game.board, self.depth, self.nodes)
+        move, score, pv = self.evaluator.best_move(game.board, self.depth, self.nodes)
         elapsed = round((time.perf_counter() - started) * 1000)
         if move is None:
             return MoveChoice(resign=True, score_cp=score, elapsed_ms=elapsed)
-        return MoveChoice(move, move, score, elapsed_ms=elapsed)
+        searched = self.evaluator.last_search
+        assert searched is not None
+        mate = searched.mate
+        record = MoveRecord("search", None if mate is not None else score, mate, "exact",
+                            searched.depth, None, searched.nodes, tuple(pv))
+        return MoveChoice(move, move, score, elapsed_ms=elapsed, record=record)
 
     def close(self) -> None:
         self.evaluator.close()

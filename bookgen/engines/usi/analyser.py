@@ -98,6 +98,9 @@ def book_answer(result: UsiSearch) -> str | None:
     """
     if result.bestmove is None:
         return None
+    if any(info.has_score and info.depth != 0 and info.nodes != 0
+           for info in result.infos.values()):
+        return None  # a searched line among those already parsed: no need to read every line
     infos = [info for line in result.lines if (info := parse_info(line, None)) is not None]
     scored = [info for info in infos if info.has_score]
     if any(info.depth != 0 and info.nodes != 0 for info in scored):

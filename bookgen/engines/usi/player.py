@@ -22,13 +22,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bookgen.engines.protocols import EvaluatorError, MoveChoice, PlayerFailure
+from bookgen.engines.protocols import EvaluatorError, MoveChoice, MoveRecord, PlayerFailure
 from bookgen.engines.restart import (
     EngineFailed,
     EngineLabel,
     run_with_restarts,
     start_engine,
 )
+from bookgen.engines.usi.analyser import book_answer
 from bookgen.engines.usi.client import EngineCrashed, EngineTimeout, UsiError
 from bookgen.engines.usi.protocol import UsiSearch
 from bookgen.play.clock import BLACK, WHITE, ClockState
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from bookgen.engines.player_settings import PlayerSettings
 
-__all__ = ["UsiPlayer", "player_label"]
+__all__ = ["UsiPlayer", "move_record", "player_label"]
 
 FORFEIT_GRACE = 1.0   # seconds an engine past its time gets to answer ``stop`` (and ``quit``)
 
@@ -145,7 +146,8 @@ class UsiPlayer:
             return MoveChoice(declare=True, score_cp=score, elapsed_ms=elapsed)
         if result.resign or result.bestmove is None:
             return MoveChoice(resign=True, score_cp=score, elapsed_ms=elapsed)
-        return MoveChoice(result.bestmove, result.bestmove, score, elapsed_ms=elapsed)
+        return MoveChoice(result.bestmove, result.bestmove, score, elapsed_ms=elapsed,
+                          record=move_record(result))
 
     @staticmethod
     def _failure(error: Exception, clock: ClockState | None) -> PlayerFailure:
@@ -161,3 +163,17 @@ class UsiPlayer:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def move_record(result: UsiSearch) -> MoveRecord:
+    """What the engine said of its move: the first PV's last scored line (score,
+    bound, depth, seldepth, PV), the most nodes any line reported, and whether it
+    answered from its own book (:func:`~bookgen.engines.usi.analyser.book_answer`)."""
+    source = "search" if book_answer(result) is None else "book"
+    info = result.best
+    if info is None:
+        return MoveRecord(source, nodes=result.nodes)
+    bound = (info.bound or "exact") if info.has_score else None
+    nodes = result.nodes if result.nodes is not None else info.nodes
+    return MoveRecord(source, info.cp, info.mate, bound, info.depth, info.seldepth, nodes,
+                      tuple(info.pv))
