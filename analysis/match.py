@@ -15,6 +15,15 @@ whose own score stays at or below ``-resign`` for ``resign_moves`` moves
 resigns. An engine that crashes or hangs loses the game ("engine failure",
 or "time forfeit" under a clock) and is restarted for its next game.
 
+Each player may play under its own control (``controls``: time or node odds)
+and with its own ``go`` options (:attr:`PlayerSettings.go_options
+<bookgen.engines.player_settings.PlayerSettings.go_options>`); with
+``ponder`` the engines that declare ``USI_Ponder`` ponder. Every engine is
+sent ``gameover`` at the end of each game. With ``transcripts`` every line
+sent to and received from the engines is kept, one gzip file per game
+(:mod:`bookgen.engines.usi.transcript`), for every game or only for failed
+ones (``transcripts_on``; a failed game always keeps its transcript).
+
 Every finished game is written to the results file at once (its own
 transaction; see :mod:`bookgen.store.results`), and optionally appended to a
 PGN file (sente as "White") and written as a CSA record
@@ -30,6 +39,7 @@ import atexit
 import hashlib
 import random
 import re
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -45,13 +55,14 @@ from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
 from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import Player
 from bookgen.engines.restart import RestartPolicy, SearchLimits
+from bookgen.engines.usi.transcript import Transcript
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import write_error
 from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
 from bookgen.play.clock import TimeControl
 from bookgen.play.loop import GameRules, PlayedGame, play_game
-from bookgen.play.rules import Result
+from bookgen.play.rules import Reason, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
 from bookgen.store.results import GameResult, ResultsFile
@@ -59,8 +70,9 @@ from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["MATCH_BUILTIN", "FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary",
-           "match_player", "parse_match_sprt", "play_task", "run_match"]
+__all__ = ["FAILED_REASONS", "MATCH_BUILTIN", "TRANSCRIPTS_ON", "FinishedGame",
+           "MatchSettings", "MatchSprt", "MatchSummary", "match_player", "parse_control",
+           "parse_match_sprt", "play_task", "run_match"]
 
 _FIELD, _mention = SettingsError.FIELD, SettingsError.mention
 
@@ -69,14 +81,39 @@ RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRA
 MATCH_BUILTIN = BuiltinPlay(depth=64, nodes=20_000)
 
 
-def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = ()
-                 ) -> PlayerSettings:
+TRANSCRIPTS_ON = ("all", "failure")
+FAILED_REASONS = frozenset({Reason.ENGINE_FAILURE, Reason.TIME_FORFEIT, Reason.ILLEGAL_MOVE,
+                            Reason.ILLEGAL_DECLARATION})
+"""The endings of a failed game, whose transcript is always kept."""
+CONTROL_KEYS = ("byoyomi", "time", "inc", "nodes")
+
+
+def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = (),
+                 go_options: tuple[tuple[str, str], ...] = ()) -> PlayerSettings:
     """The match player ``name``: ``builtin`` (depth 64, 20,000 nodes unless
     ``options`` set ``depth``/``nodes``) or ``usi:COMMAND`` (``options``: its USI
-    options). An engine failure loses the game, and the engine restarts before its
-    next game."""
+    options; ``go_options``: ``KEY VALUE`` tokens added to its every ``go``). An
+    engine failure loses the game, and the engine restarts before its next game."""
     return PlayerSettings.parse(spec, name=name, options=options, builtin=MATCH_BUILTIN,
-                                restarts=RestartPolicy(on_failure="forfeit"))
+                                restarts=RestartPolicy(on_failure="forfeit"),
+                                go_options=go_options)
+
+
+def parse_control(text: str, *, margin: int = 1000,
+                  engine_timeout: float | None = None) -> TimeControl:
+    """A time control from ``KEY=VALUE[,KEY=VALUE...]`` with keys ``byoyomi``, ``time``,
+    ``inc`` (milliseconds) and ``nodes`` (``byoyomi=1000``, ``time=60000,inc=1000``,
+    ``nodes=100000``); ``margin`` and ``engine_timeout`` as given. Checked as a
+    match's control when the settings are made."""
+    values: dict[str, int] = {}
+    for part in text.split(","):
+        key, eq, value = (x.strip() for x in part.partition("="))
+        if not eq or key not in CONTROL_KEYS or not value.isdigit() or key in values:
+            raise SettingsError("controls", f"bad {_FIELD} {text!r}: expected KEY=VALUE[,...] "
+                                f"with keys {', '.join(CONTROL_KEYS)} (milliseconds, or "
+                                "nodes), for example byoyomi=1000 or time=60000,inc=1000")
+        values[key] = int(value)
+    return TimeControl(**values, margin=margin, engine_timeout=engine_timeout)
 
 
 @dataclass(frozen=True)
@@ -104,6 +141,10 @@ class MatchSettings:
     csa_dir: str | Path | None = None
     sprt: SprtTest | None = None
     cluster: ClusterSettings | None = None   # games in the actors of a Ray cluster
+    controls: tuple[tuple[str, TimeControl], ...] = ()
+    ponder: bool = False
+    transcripts: str | Path | None = None
+    transcripts_on: str = "all"
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -118,6 +159,23 @@ class MatchSettings:
             if value is not None and value < 1:
                 raise SettingsError(name, "must be at least 1")
         _check_control(self.control)
+        names = [name for name, _ in self.controls]
+        for name, control in self.controls:
+            if names.count(name) > 1:
+                raise SettingsError("controls", f"{_FIELD}: two controls for {name!r}")
+            try:
+                _check_control(control)
+            except SettingsError as error:
+                text = error.naming(error.field.rpartition(".")[2],
+                                    lambda field: field.rpartition(".")[2])
+                raise SettingsError("controls", f"{_FIELD} {name}: {text}") from None
+        if self.transcripts_on not in TRANSCRIPTS_ON:
+            raise SettingsError("transcripts_on", f"must be {' or '.join(TRANSCRIPTS_ON)}, "
+                                f"not {self.transcripts_on!r}")
+
+    def control_for(self, name: str) -> TimeControl:
+        """The control the player ``name`` plays under."""
+        return dict(self.controls).get(name, self.control)
 
 
 @dataclass
@@ -194,13 +252,53 @@ def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
 # one game
 
 
-def play_task(task: GameTask, players: dict[str, Player], settings: MatchSettings
-              ) -> FinishedGame:
+def play_task(task: GameTask, players: dict[str, Player], settings: MatchSettings,
+              match_key: str = "") -> FinishedGame:
     """Play ``task`` between two players (by name) under the runner's rules
-    (:func:`bookgen.play.loop.play_game`)."""
+    (:func:`bookgen.play.loop.play_game`), each under its control; with
+    ``settings.transcripts`` the game's USI transcript is written there (named
+    after ``match_key`` and the task) when it is to be kept."""
     sides = {cshogi.BLACK: players[task.black], cshogi.WHITE: players[task.white]}
-    return FinishedGame(task, play_game(task.opening, sides, settings.rules,
-                                        clock=settings.control))
+    controls = {cshogi.BLACK: settings.control_for(task.black),
+                cshogi.WHITE: settings.control_for(task.white)}
+    side_controls = controls if controls[cshogi.BLACK] != controls[cshogi.WHITE] else None
+    transcript = None
+    if settings.transcripts is not None:
+        transcript = Transcript()
+        transcript.note(f"bookgen match {match_key[:8]} game {task.key} pair {task.pair}: "
+                        f"{task.black} (black) vs {task.white} (white) from {task.opening}")
+        for colour, name in ((cshogi.BLACK, task.black), (cshogi.WHITE, task.white)):
+            transcript.note(f"{name}: {controls[colour].describe()}")
+        _attach(sides, transcript)
+    try:
+        played = play_game(task.opening, sides, settings.rules, clock=controls[cshogi.BLACK],
+                           side_controls=side_controls)
+    except Exception as error:
+        if transcript is not None:
+            transcript.note(f"the game failed: {error}")
+            _attach(sides, None)
+            transcript.save(_transcript_path(settings, match_key, task))
+        raise
+    if transcript is not None:
+        _attach(sides, None)
+        outcome = played.outcome
+        if settings.transcripts_on == "all" or outcome.reason in FAILED_REASONS:
+            transcript.note(f"result: {RESULT_NAMES[outcome.result]} ({outcome.reason}"
+                            f"{': ' + outcome.detail if outcome.detail else ''})")
+            transcript.save(_transcript_path(settings, match_key, task))
+    return FinishedGame(task, played)
+
+
+def _attach(sides: Mapping[int, Player], transcript: Transcript | None) -> None:
+    """Give the players that keep a transcript (USI engines) their sink, or none."""
+    for player in sides.values():
+        if hasattr(player, "transcript"):
+            player.transcript = None if transcript is None else transcript.sink(player.name)
+
+
+def _transcript_path(settings: MatchSettings, match_key: str, task: GameTask) -> Path:
+    assert settings.transcripts is not None
+    return Path(settings.transcripts) / _game_file(match_key, task, ".usi.gz")
 
 
 # --------------------------------------------------------------------------
@@ -225,20 +323,21 @@ class _Players:
         self.built.clear()
 
 
-_worker: tuple[_Players, MatchSettings] | None = None
+_worker: tuple[_Players, MatchSettings, str] | None = None
 
 
-def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings) -> None:
+def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings,
+                 match_key: str = "") -> None:
     global _worker
     players = _Players(specs)
-    _worker = (players, settings)
+    _worker = (players, settings, match_key)
     atexit.register(players.close)
 
 
 def _worker_play(task: GameTask) -> FinishedGame:
     assert _worker is not None
-    players, settings = _worker
-    return play_task(task, players.for_task(task), settings)
+    players, settings, match_key = _worker
+    return play_task(task, players.for_task(task), settings, match_key)
 
 
 # --------------------------------------------------------------------------
@@ -280,10 +379,14 @@ class MatchSummary:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _csa_name(key: str, game: FinishedGame) -> str:
-    task = game.task
+def _game_file(key: str, task: GameTask, suffix: str) -> str:
+    """A game's file name: the match key, its pair, colour swap and players."""
     names = "-vs-".join(_UNSAFE.sub("_", n)[:40] for n in (task.black, task.white))
-    return f"{key[:8]}-{task.pair:06d}-{int(task.swapped)}-{names}.csa"
+    return f"{key[:8]}-{task.pair:06d}-{int(task.swapped)}-{names}{suffix}"
+
+
+def _csa_name(key: str, game: FinishedGame) -> str:
+    return _game_file(key, game.task, ".csa")
 
 
 def _open_pgn(path: Path) -> TextIO:
@@ -326,6 +429,10 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
     control, rules, sprt = settings.control, settings.rules, settings.sprt
     seed, games, rounds = settings.seed, settings.games, settings.rounds
     specs = _check_player_specs(players)
+    for name, _control in settings.controls:
+        if name not in specs:
+            raise SettingsError("controls", f"{_FIELD}: no player named {name!r} (players: "
+                                f"{', '.join(specs)})")
     if sprt is not None:
         if {sprt.engine, sprt.opponent} != set(specs) or sprt.engine == sprt.opponent:
             raise SettingsError("sprt", f"{_FIELD}: {sprt.engine} vs {sprt.opponent} is not "
@@ -338,13 +445,19 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         random.Random(seed).shuffle(order)
     pairs_per_pairing = games // 2 if games is not None else len(lines) * (rounds or 1)
     tasks = schedule(list(specs), order, settings.format, pairs_per_pairing=pairs_per_pairing)
-    key_settings = {
-        "players": [[name, str(s.spec), sorted(s.options)] for name, s in specs.items()],
+    key_settings: dict[str, Any] = {
+        "players": [[name, str(s.spec), sorted(s.options), *_go_key(s)]
+                    for name, s in specs.items()],
         "format": settings.format,
         "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
         "seed": seed, "control": _control_key(control), "max_ply": rules.max_ply,
         "resign": rules.resign_cp, "resign_moves": rules.resign_moves,
         "declaration_rule": rules.declaration_rule}
+    # Only when used, so that the keys of matches without them stay as they were.
+    if settings.controls:
+        key_settings["controls"] = {name: _control_key(c) for name, c in settings.controls}
+    if settings.ponder:
+        key_settings["ponder"] = True
     key = match_key(key_settings)
     csa_path = Path(settings.csa_dir) if settings.csa_dir is not None else None
     if csa_path is not None:
@@ -352,10 +465,17 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
             csa_path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise BookgenError(f"{csa_path}: cannot create ({error.strerror})") from None
+    if settings.transcripts is not None:
+        try:
+            Path(settings.transcripts).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise BookgenError(f"{settings.transcripts}: cannot create "
+                               f"({error.strerror})") from None
 
-    # A USI player searches by the game's clock; its limits here are the node control,
+    # A USI player searches by the game's clock; its limits here are its node control,
     # which gpsshogi aborts on (it then refuses to start).
-    specs = {name: replace(spec, limits=SearchLimits(nodes=control.nodes))
+    specs = {name: replace(spec, limits=SearchLimits(nodes=settings.control_for(name).nodes),
+                           ponder=settings.ponder)
              for name, spec in specs.items()}
     # Start every player once here: bad commands and options fail before any game.
     identities: dict[str, tuple[str | None, str | None]] = {}
@@ -363,6 +483,10 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         player = open_player(spec)
         try:
             identities[name] = (player.engine_name, player.engine_author)
+            if settings.ponder and spec.spec.kind == "usi" and not getattr(player, "ponders",
+                                                                           False):
+                print(f"bookgen: player {name} plays without pondering (its engine declares "
+                      "no USI_Ponder option)", file=sys.stderr, flush=True)
         finally:
             player.close()
 
@@ -408,6 +532,12 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
             store.end_match(summary.match_id, status)
         store.close()
     return summary
+
+
+def _go_key(spec: PlayerSettings) -> list[Any]:
+    """A player's go options in the match key (nothing without any: keys stay as they
+    were)."""
+    return [sorted(spec.go_options)] if spec.go_options else []
 
 
 def _control_key(control: TimeControl) -> dict[str, Any]:
@@ -470,14 +600,14 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
     workers = min(settings.concurrency, max(1, len(todo)))
     runner: TaskRunner[GameTask, FinishedGame]
     if settings.cluster is not None:
-        runner = RayRunner(settings.cluster, _worker_play, _worker_init, (specs, settings),
-                           most=len(todo))
+        runner = RayRunner(settings.cluster, _worker_play, _worker_init,
+                           (specs, settings, key), most=len(todo))
     elif workers == 1:
         players = _Players(specs)
-        runner = LocalRunner(lambda task: play_task(task, players.for_task(task), settings),
-                             players.close)
+        runner = LocalRunner(
+            lambda task: play_task(task, players.for_task(task), settings, key), players.close)
     else:
-        runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings))
+        runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings, key))
     status = "failed"
     try:
         with stop_on_interrupt() as stop, progress_bar(
@@ -502,7 +632,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
                     break
                 for game in finished:
                     in_flight -= 1
-                    _record(game, store, match_id, key, pgn_file, csa_path)
+                    _record(game, store, match_id, key, pgn_file, csa_path, settings)
                     fault_point("match-game-recorded")
                     record = game.game
                     match_games.append(record)
@@ -546,7 +676,7 @@ def _score_line(points: Mapping[str, float], played: Counter[str]) -> str:
 
 
 def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
-            pgn_file: TextIO | None, csa_path: Path | None) -> None:
+            pgn_file: TextIO | None, csa_path: Path | None, settings: MatchSettings) -> None:
     task, played = game.task, game.played
     reason = str(played.outcome.reason)
     store.add_game(match_id, game_key=task.key, round=task.round, pair=task.pair,
@@ -562,7 +692,7 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
                            round_label=f"{task.pair + 1}.{int(task.swapped) + 1}",
                            black=task.black, white=task.white, result=game.result,
                            reason=reason, start_sfen=played.start_sfen, moves=played.moves,
-                           pair=f"{key[:8]}:{task.pair}")
+                           pair=f"{key[:8]}:{task.pair}", tags=_control_tags(task, settings))
             pgn_file.flush()
         except OSError as error:
             raise write_error(pgn_file.name, error, "the games before the last one are "
@@ -573,3 +703,12 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
                          scores=played.scores, outcome=played.outcome,
                          comment=f"bookgen match {key[:8]} pair {task.pair} opening "
                                  f"{task.opening_index}: {game.result} ({reason})")
+
+
+def _control_tags(task: GameTask, settings: MatchSettings) -> list[tuple[str, str]]:
+    """PGN tags of each side's control when the players have their own (sente as
+    "White", as cutechess names them); none otherwise."""
+    if not settings.controls:
+        return []
+    return [("WhiteTimeControl", settings.control_for(task.black).describe()),
+            ("BlackTimeControl", settings.control_for(task.white).describe())]
