@@ -8,9 +8,8 @@ under its own control (:meth:`ClockState.control_of
 side's clock, ``binc``/``winc`` each side's increment, ``byoyomi`` the
 mover's. Without a clock (self-play) it searches with fixed limits
 (:class:`~bookgen.engines.restart.SearchLimits`). Its settings' ``go_options``
-follow the limits of every ``go`` (:attr:`UsiEngine.go_options
-<bookgen.engines.usi.client.UsiEngine.go_options>`). ``bestmove resign`` resigns, ``bestmove
-win`` declares. At the end of each game the engine is sent ``gameover
+follow the limits of every ``go`` (the client's ``go_options``). ``bestmove
+resign`` resigns, ``bestmove win`` declares. At the end of each game the engine is sent ``gameover
 win|lose|draw`` (:meth:`UsiPlayer.game_over`; not when it failed).
 
 Pondering (settings' ``ponder``, for engines that declare ``USI_Ponder``, or
