@@ -298,6 +298,31 @@ def test_match_ponders_and_stops_pondering_at_the_end(tmp_path):
                for end in ends), ends
 
 
+def test_an_engine_that_dies_while_pondering_loses_and_is_not_written_to(tmp_path):
+    """The engine crashes on its ``go ponder`` (its second go): at its next move the
+    ``ponderhit`` or the wait for its answer finds it dead, the game is its loss by
+    engine failure, and it gets no ``gameover``; the failed games keep transcripts."""
+    log = tmp_path / "dies.log"
+    dies = fake("--ponder", "--crash-on-go", 2, "--log", log)
+    summary = match(tmp_path, "--engine", f"dies={dies}", "--engine", f"ok={fake('--ponder')}",
+                    "--ponder", "--time", "60000", "--inc", "100", "--max-ply", "40",
+                    "--transcripts", tmp_path / "t", "--transcripts-on", "failure")
+    assert summary["played"] == 2 and summary["points"] == {"ok": 2.0, "dies": 0.0}
+    assert summary["reasons"] == {"engine failure": 2}
+    lines = received(log, "go", "ponderhit", "stop", "gameover", "usi")
+    for i, line in enumerate(lines):
+        if line.startswith("go ponder"):   # it died here: next, a restart or nothing
+            assert lines[i + 1:i + 2] in ([], ["usi"]), lines[i:i + 2]
+    # The transcripts show what bookgen sent, also to a dead engine: no gameover to it,
+    # while ok gets its win.
+    kept = transcripts(tmp_path / "t")
+    assert len(kept) == 2
+    for text in kept.values():
+        assert "(engine failure: " in text and "dies > go ponder" in text
+        assert "gameover" not in " ".join(sent(text, "dies"))
+        assert sent(text, "ok")[-1] == "gameover win"
+
+
 @pytest.mark.timeout(600)
 def test_fairy_stockfish_ponders_and_gpsusi_does_not(tmp_path):
     """Fairy-Stockfish declares ``Ponder`` (not USI_Ponder): it is set to true and
@@ -333,7 +358,7 @@ def test_every_engine_gets_gameover_but_a_crashed_one(tmp_path):
                     "--engine", f"quits={fake('--script', script, '--log', logs['quits'])}",
                     "--engine", f"crash={fake('--crash-on-go', 2, '--log', logs['crash'])}",
                     "--format", "gauntlet", "--byoyomi", "100", "--margin", "5000",
-                    "--max-ply", "12")
+                    "--max-ply", "12", "--transcripts", tmp_path / "t")
     assert summary["played"] == 4
     rows = games(tmp_path / "r.sqlite")
     seen = {name: received(log, "usinewgame", "gameover", "go", "usi")
@@ -356,10 +381,15 @@ def test_every_engine_gets_gameover_but_a_crashed_one(tmp_path):
     # crash died at its second go, in each game: nothing written after that go until
     # its restart (usi); no gameover at all.
     crash = seen["crash"]
-    assert not [line for line in crash if line.startswith("gameover")]
     gos = [i for i, line in enumerate(crash) if line.startswith("go")]
-    second = gos[1]
-    assert crash[second + 1] == "usi"
+    assert crash[gos[1] + 1] == "usi"
+    # What bookgen sent (a dead engine logs nothing): no gameover to the crashed engine.
+    texts = [text for name, text in transcripts(tmp_path / "t").items() if "crash" in name]
+    assert len(texts) == 2
+    for text in texts:
+        assert "(engine failure: " in text
+        assert not [line for line in sent(text, "crash") if line.startswith("gameover")]
+        assert sent(text, "ok")[-1] == "gameover win"
 
 
 # --------------------------------------------------------------------------

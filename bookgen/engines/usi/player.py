@@ -9,8 +9,9 @@ side's clock, ``binc``/``winc`` each side's increment, ``byoyomi`` the
 mover's. Without a clock (self-play) it searches with fixed limits
 (:class:`~bookgen.engines.restart.SearchLimits`). Its settings' ``go_options``
 follow the limits of every ``go`` (the client's ``go_options``). ``bestmove
-resign`` resigns, ``bestmove win`` declares. At the end of each game the engine is sent ``gameover
-win|lose|draw`` (:meth:`UsiPlayer.game_over`; not when it failed).
+resign`` resigns, ``bestmove win`` declares. At the end of each game the
+engine is sent ``gameover win|lose|draw`` (:meth:`UsiPlayer.game_over`; not
+when it failed).
 
 Pondering (settings' ``ponder``, for engines that declare ``USI_Ponder``, or
 ``Ponder`` as Fairy-Stockfish does; it is set to true): after ``bestmove X
@@ -20,7 +21,8 @@ it gets ``ponderhit`` and its clock runs from then (the USI convention: the
 time before ``ponderhit`` is the opponent's); another move gets ``stop``, its
 answer is thrown away (the wait for it is charged to the engine) and the new
 position searched as usual; at the end of the game a ponder search is
-stopped before ``gameover``. No pondering under a node control.
+stopped before ``gameover``. No pondering under a node control, nor with the
+``retry`` policy (self-play): a failure while pondering loses the game.
 
 :attr:`UsiPlayer.transcript` passes a sink to the client
 (:attr:`UsiEngine.transcript <bookgen.engines.usi.client.UsiEngine.transcript>`).
@@ -121,7 +123,8 @@ class UsiPlayer:
         self.ponder_option = next((name for name in PONDER_OPTIONS
                                    if (declared := self.engine.options.get(name)) is not None
                                    and declared.type == "check"), None)
-        self.ponders = settings.ponder and self.ponder_option is not None
+        # Pondering needs the forfeit policy (a match's): its failures lose the game.
+        self.ponders = settings.ponder and self.forfeit and self.ponder_option is not None
         if self.ponders:
             assert self.ponder_option is not None
             try:
@@ -287,6 +290,9 @@ class UsiPlayer:
         pondering, self._pondering = self._pondering, None
         if pondering is None or not self.engine.searching:
             return
+        if not self.engine.alive:
+            self.broken = True   # died while pondering: not written to
+            return
         try:
             self.engine.stop(timeout=self.engine.stop_grace)
         except UsiError:
@@ -297,7 +303,9 @@ class UsiPlayer:
         a ponder search is stopped and the engine is sent ``gameover`` (not when it
         failed or is not running)."""
         self._end_ponder()
-        if self.broken or self._ponder_error is not None or not self.engine.alive:
+        if self._ponder_error is not None:
+            self.broken = True   # its go ponder failed: restarted before its next game
+        if self.broken or not self.engine.alive:
             return
         try:
             self.engine.gameover(result)
