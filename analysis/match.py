@@ -15,6 +15,15 @@ whose own score stays at or below ``-resign`` for ``resign_moves`` moves
 resigns. An engine that crashes or hangs loses the game ("engine failure",
 or "time forfeit" under a clock) and is restarted for its next game.
 
+Each player may play under its own control (``controls``: time or node odds)
+and with its own ``go`` options (:attr:`PlayerSettings.go_options
+<bookgen.engines.player_settings.PlayerSettings.go_options>`); with
+``ponder`` the engines that declare ``USI_Ponder`` ponder. Every engine is
+sent ``gameover`` at the end of each game. With ``transcripts`` every line
+sent to and received from the engines is kept, one gzip file per game
+(:mod:`bookgen.engines.usi.transcript`), for every game or only for failed
+ones (``transcripts_on``; a failed game always keeps its transcript).
+
 Every finished game is written to the results file at once (its own
 transaction; see :mod:`bookgen.store.results`), and optionally appended to a
 PGN file (sente as "White") and written as a CSA record
@@ -32,6 +41,7 @@ import atexit
 import hashlib
 import random
 import re
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -47,13 +57,14 @@ from bookgen.engines.player_settings import BuiltinPlay, PlayerSettings
 from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import MoveChoice, Player
 from bookgen.engines.restart import RestartPolicy, SearchLimits
+from bookgen.engines.usi.transcript import Transcript
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.files import make_folder, write_error
 from bookgen.formats.positions import read_openings
 from bookgen.formats.records import write_csa_record, write_pgn_game
 from bookgen.play.clock import TimeControl
 from bookgen.play.loop import GameRules, PlayedGame, play_game
-from bookgen.play.rules import GameState, Result
+from bookgen.play.rules import GameState, Reason, Result
 from bookgen.position import InvalidMove, InvalidPosition, parse_position_spec
 from bookgen.progress import progress_bar
 from bookgen.signals import fault_point, stop_on_interrupt
@@ -63,8 +74,9 @@ from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
 from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
 from bookgen.workers.runcontrol import collect_or_abandon
 
-__all__ = ["MATCH_BUILTIN", "FinishedGame", "MatchSettings", "MatchSprt", "MatchSummary",
-           "match_player", "move_rows", "parse_match_sprt", "play_task", "run_match"]
+__all__ = ["FAILED_REASONS", "MATCH_BUILTIN", "TRANSCRIPTS_ON", "FinishedGame",
+           "MatchSettings", "MatchSprt", "MatchSummary", "match_player", "move_rows",
+           "parse_control", "parse_match_sprt", "play_task", "run_match"]
 
 _FIELD, _mention = SettingsError.FIELD, SettingsError.mention
 
@@ -73,14 +85,39 @@ RESULT_NAMES = {Result.BLACK_WIN: "black", Result.WHITE_WIN: "white", Result.DRA
 MATCH_BUILTIN = BuiltinPlay(depth=64, nodes=20_000)
 
 
-def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = ()
-                 ) -> PlayerSettings:
+TRANSCRIPTS_ON = ("all", "failure")
+FAILED_REASONS = frozenset({Reason.ENGINE_FAILURE, Reason.TIME_FORFEIT, Reason.ILLEGAL_MOVE,
+                            Reason.ILLEGAL_DECLARATION})
+"""The endings of a failed game, whose transcript is always kept."""
+CONTROL_KEYS = ("byoyomi", "time", "inc", "nodes")
+
+
+def match_player(name: str, spec: str, options: tuple[tuple[str, str], ...] = (),
+                 go_options: tuple[tuple[str, str], ...] = ()) -> PlayerSettings:
     """The match player ``name``: ``builtin`` (depth 64, 20,000 nodes unless
     ``options`` set ``depth``/``nodes``) or ``usi:COMMAND`` (``options``: its USI
-    options). An engine failure loses the game, and the engine restarts before its
-    next game."""
+    options; ``go_options``: ``KEY VALUE`` tokens added to its every ``go``). An
+    engine failure loses the game, and the engine restarts before its next game."""
     return PlayerSettings.parse(spec, name=name, options=options, builtin=MATCH_BUILTIN,
-                                restarts=RestartPolicy(on_failure="forfeit"))
+                                restarts=RestartPolicy(on_failure="forfeit"),
+                                go_options=go_options)
+
+
+def parse_control(text: str, *, margin: int = 1000,
+                  engine_timeout: float | None = None) -> TimeControl:
+    """A time control from ``KEY=VALUE[,KEY=VALUE...]`` with keys ``byoyomi``, ``time``,
+    ``inc`` (milliseconds) and ``nodes`` (``byoyomi=1000``, ``time=60000,inc=1000``,
+    ``nodes=100000``); ``margin`` and ``engine_timeout`` as given. Checked as a
+    match's control when the settings are made."""
+    values: dict[str, int] = {}
+    for part in text.split(","):
+        key, eq, value = (x.strip() for x in part.partition("="))
+        if not eq or key not in CONTROL_KEYS or not value.isdigit() or key in values:
+            raise SettingsError("controls", f"bad {_FIELD} {text!r}: expected KEY=VALUE[,...] "
+                                f"with keys {', '.join(CONTROL_KEYS)} (milliseconds, or "
+                                "nodes), for example byoyomi=1000 or time=60000,inc=1000")
+        values[key] = int(value)
+    return TimeControl(**values, margin=margin, engine_timeout=engine_timeout)
 
 
 @dataclass(frozen=True)
@@ -110,6 +147,10 @@ class MatchSettings:
     csa_dir: str | Path | None = None
     sprt: SprtTest | None = None
     cluster: ClusterSettings | None = None   # games in the actors of a Ray cluster
+    controls: tuple[tuple[str, TimeControl], ...] = ()
+    ponder: bool = False
+    transcripts: str | Path | None = None
+    transcripts_on: str = "all"
     record_moves: bool = True
 
     def __post_init__(self) -> None:
@@ -125,6 +166,23 @@ class MatchSettings:
             if value is not None and value < 1:
                 raise SettingsError(name, "must be at least 1")
         _check_control(self.control)
+        names = [name for name, _ in self.controls]
+        for name, control in self.controls:
+            if names.count(name) > 1:
+                raise SettingsError("controls", f"{_FIELD}: two controls for {name!r}")
+            try:
+                _check_control(control)
+            except SettingsError as error:
+                text = error.naming(error.field.rpartition(".")[2],
+                                    lambda field: field.rpartition(".")[2])
+                raise SettingsError("controls", f"{_FIELD} {name}: {text}") from None
+        if self.transcripts_on not in TRANSCRIPTS_ON:
+            raise SettingsError("transcripts_on", f"must be {' or '.join(TRANSCRIPTS_ON)}, "
+                                f"not {self.transcripts_on!r}")
+
+    def control_for(self, name: str) -> TimeControl:
+        """The control the player ``name`` plays under."""
+        return dict(self.controls).get(name, self.control)
 
 
 @dataclass
@@ -202,29 +260,59 @@ def parse_match_sprt(text: str, players: Sequence[str], *, alpha: float = 0.05,
 
 
 def play_task(task: GameTask, players: dict[str, Player], settings: MatchSettings,
-              live: LiveFolder | None = None) -> FinishedGame:
+              live: LiveFolder | None = None, match_key: str = "") -> FinishedGame:
     """Play ``task`` between two players (by name) under the runner's rules
-    (:func:`bookgen.play.loop.play_game`); with ``live``, the game's live file there
-    follows it move by move (:mod:`bookgen.store.live_games`)."""
+    (:func:`bookgen.play.loop.play_game`), each under its control. With ``live``,
+    the game's live file there follows it move by move
+    (:mod:`bookgen.store.live_games`); with ``settings.transcripts`` the game's
+    USI transcript is written there (named after ``match_key`` and the task) when
+    it is to be kept."""
     sides = {cshogi.BLACK: players[task.black], cshogi.WHITE: players[task.white]}
-    if live is None:
-        return FinishedGame(task, play_game(task.opening, sides, settings.rules,
-                                            clock=settings.control))
-    writer = live.writer(task.key, task.pair, task.round, task.opening_index, task.opening,
-                         _start_sfen(task.opening), task.black, task.white)
+    controls = {cshogi.BLACK: settings.control_for(task.black),
+                cshogi.WHITE: settings.control_for(task.white)}
+    side_controls = controls if controls[cshogi.BLACK] != controls[cshogi.WHITE] else None
+    transcript = None
+    if settings.transcripts is not None:
+        transcript = Transcript()
+        transcript.note(f"bookgen match {match_key[:8]} game {task.key} pair {task.pair}: "
+                        f"{task.black} (black) vs {task.white} (white) from {task.opening}")
+        for colour, name in ((cshogi.BLACK, task.black), (cshogi.WHITE, task.white)):
+            transcript.note(f"{name}: {controls[colour].describe()}")
+        _attach(sides, transcript)
+    on_decision: Callable[[GameState, MoveChoice], None] | None = None
+    writer = None
+    if live is not None:
+        writer = live.writer(task.key, task.pair, task.round, task.opening_index, task.opening,
+                             _start_sfen(task.opening), task.black, task.white)
+        live_game = writer
 
-    def on_decision(game: GameState, choice: MoveChoice) -> None:
-        if not writer.game.start_sfen:
-            writer.game.start_sfen = game.start_sfen
-        writer.move(choice.move or "", choice.score_cp)
-        fault_point("match-live-move")
+        def on_decision(game: GameState, choice: MoveChoice) -> None:
+            if not live_game.game.start_sfen:
+                live_game.game.start_sfen = game.start_sfen
+            live_game.move(choice.move or "", choice.score_cp)
+            fault_point("match-live-move")
 
-    writer.start()
+        writer.start()
     try:
-        return FinishedGame(task, play_game(task.opening, sides, settings.rules,
-                                            clock=settings.control, on_decision=on_decision))
+        played = play_game(task.opening, sides, settings.rules, clock=controls[cshogi.BLACK],
+                           side_controls=side_controls, on_decision=on_decision)
+    except Exception as error:
+        if transcript is not None:
+            transcript.note(f"the game failed: {error}")
+            _attach(sides, None)
+            transcript.save(_transcript_path(settings, match_key, task))
+        raise
     finally:
-        writer.end()
+        if writer is not None:
+            writer.end()
+    if transcript is not None:
+        _attach(sides, None)
+        outcome = played.outcome
+        if settings.transcripts_on == "all" or outcome.reason in FAILED_REASONS:
+            transcript.note(f"result: {RESULT_NAMES[outcome.result]} ({outcome.reason}"
+                            f"{': ' + outcome.detail if outcome.detail else ''})")
+            transcript.save(_transcript_path(settings, match_key, task))
+    return FinishedGame(task, played)
 
 
 def _start_sfen(opening: str) -> str:
@@ -234,6 +322,18 @@ def _start_sfen(opening: str) -> str:
     except (InvalidPosition, InvalidMove):
         return ""
     return str(board.sfen())
+
+
+def _attach(sides: Mapping[int, Player], transcript: Transcript | None) -> None:
+    """Give the players that keep a transcript (USI engines) their sink, or none."""
+    for player in sides.values():
+        if hasattr(player, "transcript"):
+            player.transcript = None if transcript is None else transcript.sink(player.name)
+
+
+def _transcript_path(settings: MatchSettings, match_key: str, task: GameTask) -> Path:
+    assert settings.transcripts is not None
+    return Path(settings.transcripts) / _game_file(match_key, task, ".usi.gz")
 
 
 # --------------------------------------------------------------------------
@@ -258,21 +358,21 @@ class _Players:
         self.built.clear()
 
 
-_worker: tuple[_Players, MatchSettings, LiveFolder | None] | None = None
+_worker: tuple[_Players, MatchSettings, LiveFolder | None, str] | None = None
 
 
 def _worker_init(specs: dict[str, PlayerSettings], settings: MatchSettings,
-                 live: LiveFolder | None = None) -> None:
+                 live: LiveFolder | None = None, match_key: str = "") -> None:
     global _worker
     players = _Players(specs)
-    _worker = (players, settings, live)
+    _worker = (players, settings, live, match_key)
     atexit.register(players.close)
 
 
 def _worker_play(task: GameTask) -> FinishedGame:
     assert _worker is not None
-    players, settings, live = _worker
-    return play_task(task, players.for_task(task), settings, live)
+    players, settings, live, match_key = _worker
+    return play_task(task, players.for_task(task), settings, live, match_key)
 
 
 # --------------------------------------------------------------------------
@@ -314,10 +414,14 @@ class MatchSummary:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _csa_name(key: str, game: FinishedGame) -> str:
-    task = game.task
+def _game_file(key: str, task: GameTask, suffix: str) -> str:
+    """A game's file name: the match key, its pair, colour swap and players."""
     names = "-vs-".join(_UNSAFE.sub("_", n)[:40] for n in (task.black, task.white))
-    return f"{key[:8]}-{task.pair:06d}-{int(task.swapped)}-{names}.csa"
+    return f"{key[:8]}-{task.pair:06d}-{int(task.swapped)}-{names}{suffix}"
+
+
+def _csa_name(key: str, game: FinishedGame) -> str:
+    return _game_file(key, game.task, ".csa")
 
 
 def _open_pgn(path: Path) -> TextIO:
@@ -360,6 +464,10 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
     control, rules, sprt = settings.control, settings.rules, settings.sprt
     seed, games, rounds = settings.seed, settings.games, settings.rounds
     specs = _check_player_specs(players)
+    for name, _control in settings.controls:
+        if name not in specs:
+            raise SettingsError("controls", f"{_FIELD}: no player named {name!r} (players: "
+                                f"{', '.join(specs)})")
     if sprt is not None:
         if {sprt.engine, sprt.opponent} != set(specs) or sprt.engine == sprt.opponent:
             raise SettingsError("sprt", f"{_FIELD}: {sprt.engine} vs {sprt.opponent} is not "
@@ -372,21 +480,30 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         random.Random(seed).shuffle(order)
     pairs_per_pairing = games // 2 if games is not None else len(lines) * (rounds or 1)
     tasks = schedule(list(specs), order, settings.format, pairs_per_pairing=pairs_per_pairing)
-    key_settings = {
-        "players": [[name, str(s.spec), sorted(s.options)] for name, s in specs.items()],
+    key_settings: dict[str, Any] = {
+        "players": [[name, str(s.spec), sorted(s.options), *_go_key(s)]
+                    for name, s in specs.items()],
         "format": settings.format,
         "openings": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
         "seed": seed, "control": _control_key(control), "max_ply": rules.max_ply,
         "resign": rules.resign_cp, "resign_moves": rules.resign_moves,
         "declaration_rule": rules.declaration_rule}
+    # Only when used, so that the keys of matches without them stay as they were.
+    if settings.controls:
+        key_settings["controls"] = {name: _control_key(c) for name, c in settings.controls}
+    if settings.ponder:
+        key_settings["ponder"] = True
     key = match_key(key_settings)
     csa_path = Path(settings.csa_dir) if settings.csa_dir is not None else None
     if csa_path is not None:
         make_folder(csa_path)
+    if settings.transcripts is not None:
+        make_folder(Path(settings.transcripts))
 
-    # A USI player searches by the game's clock; its limits here are the node control,
+    # A USI player searches by the game's clock; its limits here are its node control,
     # which gpsshogi aborts on (it then refuses to start).
-    specs = {name: replace(spec, limits=SearchLimits(nodes=control.nodes))
+    specs = {name: replace(spec, limits=SearchLimits(nodes=settings.control_for(name).nodes),
+                           ponder=settings.ponder)
              for name, spec in specs.items()}
     # Start every player once here: bad commands and options fail before any game.
     identities: dict[str, tuple[str | None, str | None]] = {}
@@ -394,6 +511,10 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         player = open_player(spec)
         try:
             identities[name] = (player.engine_name, player.engine_author)
+            if settings.ponder and spec.spec.kind == "usi" and not getattr(player, "ponders",
+                                                                           False):
+                print(f"bookgen: player {name} plays without pondering (its engine declares "
+                      "no USI_Ponder option)", file=sys.stderr, flush=True)
         finally:
             player.close()
 
@@ -441,6 +562,12 @@ def run_match(players: Sequence[PlayerSettings], openings: str | Path, results: 
         store.close()
         remove_folder(results)
     return summary
+
+
+def _go_key(spec: PlayerSettings) -> list[Any]:
+    """A player's go options in the match key (nothing without any: keys stay as they
+    were)."""
+    return [sorted(spec.go_options)] if spec.go_options else []
 
 
 def _control_key(control: TimeControl) -> dict[str, Any]:
@@ -505,14 +632,14 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
     live = LiveFolder(live_folder(store.path), match_id)
     if settings.cluster is not None:
         runner = RayRunner(settings.cluster, _worker_play, _worker_init,
-                           (specs, settings, live), most=len(todo))
+                           (specs, settings, live, key), most=len(todo))
     elif workers == 1:
         players = _Players(specs)
         runner = LocalRunner(
-            lambda task: play_task(task, players.for_task(task), settings, live),
+            lambda task: play_task(task, players.for_task(task), settings, live, key),
             players.close)
     else:
-        runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings, live))
+        runner = PoolRunner(workers, _worker_play, _worker_init, (specs, settings, live, key))
     status = "failed"
     try:
         with stop_on_interrupt() as stop, progress_bar(
@@ -537,8 +664,7 @@ def _play(todo: list[GameTask], specs: dict[str, PlayerSettings], settings: Matc
                     break
                 for game in finished:
                     in_flight -= 1
-                    _record(game, store, match_id, key, pgn_file, csa_path,
-                            settings.record_moves)
+                    _record(game, store, match_id, key, pgn_file, csa_path, settings)
                     fault_point("match-game-recorded")
                     record = game.game
                     match_games.append(record)
@@ -607,10 +733,10 @@ def move_rows(game: FinishedGame) -> list[MoveRow]:
 
 
 def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
-            pgn_file: TextIO | None, csa_path: Path | None, record_moves: bool) -> None:
+            pgn_file: TextIO | None, csa_path: Path | None, settings: MatchSettings) -> None:
     task, played = game.task, game.played
     reason = str(played.outcome.reason)
-    store.add_game(match_id, move_rows(game) if record_moves else (), game_key=task.key,
+    store.add_game(match_id, move_rows(game) if settings.record_moves else (), game_key=task.key,
                    round=task.round, pair=task.pair, opening_index=task.opening_index,
                    opening=task.opening,
                    start_sfen=played.start_sfen, black=task.black, white=task.white,
@@ -624,7 +750,7 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
                            round_label=f"{task.pair + 1}.{int(task.swapped) + 1}",
                            black=task.black, white=task.white, result=game.result,
                            reason=reason, start_sfen=played.start_sfen, moves=played.moves,
-                           pair=f"{key[:8]}:{task.pair}")
+                           pair=f"{key[:8]}:{task.pair}", tags=_control_tags(task, settings))
             pgn_file.flush()
         except OSError as error:
             raise write_error(pgn_file.name, error, "the games before the last one are "
@@ -635,3 +761,12 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
                          scores=played.scores, outcome=played.outcome,
                          comment=f"bookgen match {key[:8]} pair {task.pair} opening "
                                  f"{task.opening_index}: {game.result} ({reason})")
+
+
+def _control_tags(task: GameTask, settings: MatchSettings) -> list[tuple[str, str]]:
+    """PGN tags of each side's control when the players have their own (sente as
+    "White", as cutechess names them); none otherwise."""
+    if not settings.controls:
+        return []
+    return [("WhiteTimeControl", settings.control_for(task.black).describe()),
+            ("BlackTimeControl", settings.control_for(task.white).describe())]

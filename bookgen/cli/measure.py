@@ -33,6 +33,7 @@ from bookgen.extras import require_extra
 if TYPE_CHECKING:
     from bookgen.analysis.suites import SuiteSummary
     from bookgen.engines.player_settings import PlayerSettings
+    from bookgen.play.clock import TimeControl
 
 RESULTS_ARGUMENT = click.argument("results", nargs=-1, required=True,
                                   type=click.Path(dir_okay=False))
@@ -189,8 +190,10 @@ def _print_summary(summary: SuiteSummary, as_json: bool) -> None:
 
 
 def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
-                  options: tuple[str, ...]) -> list[PlayerSettings]:
-    """Match players from ``NAME=usi:CMD``, builtin ``NAME`` and ``NAME:KEY=VALUE`` options."""
+                  options: tuple[str, ...], go_options: tuple[str, ...] = ()
+                  ) -> list[PlayerSettings]:
+    """Match players from ``NAME=usi:CMD``, builtin ``NAME``, ``NAME:KEY=VALUE`` options
+    and ``NAME:KEY=VALUE`` go options."""
     from bookgen.analysis.match import match_player
 
     entries: list[tuple[str, str]] = []
@@ -214,7 +217,69 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
             raise BookgenError(f"--option {text!r}: no player named {name!r} "
                                f"(players: {', '.join(by_name) or 'none'})")
         by_name[name].append((option.strip(), value.strip()))
-    return [match_player(name, spec, tuple(by_name[name])) for name, spec in entries]
+    go_by_name: dict[str, list[tuple[str, str]]] = {name: [] for name, _ in entries}
+    for text in go_options:
+        name, sep, rest = text.partition(":")
+        key, eq, value = rest.partition("=")
+        if not sep or not eq or not key.strip():
+            raise BookgenError(f"bad --go-option {text!r}: expected NAME:KEY=VALUE "
+                               "(for example fsf:depth=12)")
+        if name not in go_by_name:
+            raise BookgenError(f"--go-option {text!r}: no player named {name!r} "
+                               f"(players: {', '.join(go_by_name) or 'none'})")
+        go_by_name[name].append((key.strip(), value.strip()))
+    for name, spec in entries:
+        if spec == "builtin" and go_by_name[name]:
+            raise BookgenError(f"--go-option {name}:...: player {name} is the built-in "
+                               "player, not a USI engine")
+    return [match_player(name, spec, tuple(by_name[name]), tuple(go_by_name[name]))
+            for name, spec in entries]
+
+
+def parse_controls(tcs: tuple[str, ...], nodes: tuple[str, ...], margin: int,
+                   engine_timeout: float | None, players: list[str]
+                   ) -> tuple[TimeControl | None, int | None, tuple[tuple[str, TimeControl], ...]]:
+    """The unnamed ``--tc CONTROL`` and ``--nodes N`` (None: not given), and the named
+    ``--tc NAME:CONTROL``/``--nodes NAME:N`` controls of single ``players``."""
+    from bookgen.analysis.match import parse_control
+    from bookgen.play.clock import TimeControl
+
+    default: TimeControl | None = None
+    default_nodes: int | None = None
+    named: list[tuple[str, TimeControl]] = []
+    for text in tcs:
+        name, sep, rest = text.partition(":") if ":" in text else ("", "", text)
+        if sep and name.strip() not in players:
+            raise BookgenError(f"--tc {text!r}: no player named {name.strip()!r} (players: "
+                               f"{', '.join(players)})")
+        try:
+            control = parse_control(rest, margin=margin, engine_timeout=engine_timeout)
+        except SettingsError as error:
+            raise BookgenError(f"bad --tc {text!r}: "
+                               f"{error.message.partition(': ')[2]}") from None
+        if sep:
+            named.append((name.strip(), control))
+        elif default is not None:
+            raise BookgenError(f"--tc {text!r}: a second default control (NAME:CONTROL "
+                               "gives one player its own)")
+        else:
+            default = control
+    for text in nodes:
+        name, sep, rest = text.rpartition(":")
+        if not rest.strip().isdigit() or (sep and not name.strip()):
+            raise BookgenError(f"bad --nodes {text!r}: expected N or NAME:N")
+        if sep and name.strip() not in players:
+            raise BookgenError(f"--nodes {text!r}: no player named {name.strip()!r} "
+                               f"(players: {', '.join(players)})")
+        if sep:
+            named.append((name.strip(), TimeControl(nodes=int(rest), margin=margin,
+                                                    engine_timeout=engine_timeout)))
+        elif default_nodes is not None:
+            raise BookgenError(f"--nodes {text!r}: a second default node budget (NAME:N "
+                               "gives one player its own)")
+        else:
+            default_nodes = int(rest)
+    return default, default_nodes, tuple(named)
 
 
 @click.command("match")
@@ -242,7 +307,14 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
               help="Time per move (byoyomi; 1000 when no limit is given).")
 @click.option("--time", "main_time", type=int, metavar="MS", help="Main time per side.")
 @click.option("--inc", type=int, metavar="MS", help="Fischer increment per move.")
-@click.option("--nodes", type=int, help="Node budget per move (no clock).")
+@click.option("--nodes", "nodes", multiple=True, metavar="[NAME:]N",
+              help="Node budget per move (no clock); NAME:N for player NAME only (node "
+                   "odds).")
+@click.option("--tc", "tcs", multiple=True, metavar="[NAME:]CONTROL",
+              help="A time control as KEY=VALUE[,...] with keys byoyomi, time, inc (ms) "
+                   "and nodes: byoyomi=1000, time=60000,inc=1000, nodes=100000. NAME:CONTROL "
+                   "for player NAME only (time odds; the others keep the default); without "
+                   "NAME, the default (instead of --byoyomi/--time/--inc/--nodes).")
 @click.option("--margin", type=int, default=1000, show_default=True, metavar="MS",
               help="Lag allowed past the clock before a time forfeit: over the game "
                    "with --time/--inc, per move in byoyomi (gpsusi rounds byoyomi up "
@@ -250,6 +322,22 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
 @click.option("--engine-timeout", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
               help="Longest wait for a move under --nodes [default: 10 s + nodes / 10,000 s, "
                    "e.g. 20 s for 100,000 nodes].")
+@click.option("--go-option", "go_options", multiple=True, metavar="NAME:KEY=VALUE",
+              help="Add 'KEY VALUE' to every go of player NAME (e.g. fsf:depth=12); not "
+                   "the limits the runner sets (btime, wtime, binc, winc, byoyomi, nodes, "
+                   "movetime, ponder).")
+@click.option("--ponder", is_flag=True,
+              help="Engines that declare USI_Ponder (Fairy-Stockfish: Ponder) ponder: go "
+                   "ponder on the expected reply, ponderhit or stop, as a GUI does; their "
+                   "clock runs from ponderhit.")
+@click.option("--transcripts", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each game's USI transcript (every line sent and received, in ms "
+                   "since the game began) to DIR, gzip-compressed, one file per game.")
+@click.option("--transcripts-on", type=click.Choice(["all", "failure"]), default="all",
+              show_default=True,
+              help="Keep the transcripts of all games, or only of failed ones (engine "
+                   "failure, time forfeit, illegal move or declaration), which are "
+                   "always kept.")
 @click.option("--concurrency", type=int, default=1, show_default=True,
               help="Games played at once (one worker process each).")
 @cluster_options("--concurrency")
@@ -287,7 +375,9 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
 def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: tuple[str, ...],
                   openings: str, games: int | None, rounds: int | None, fmt: str | None,
                   byoyomi: int | None, main_time: int | None, inc: int | None,
-                  nodes: int | None, margin: int, engine_timeout: float | None, concurrency: int,
+                  nodes: tuple[str, ...], tcs: tuple[str, ...], margin: int,
+                  engine_timeout: float | None, go_options: tuple[str, ...], ponder: bool,
+                  transcripts: str | None, transcripts_on: str, concurrency: int,
                   cluster: str | None, worker_resources: tuple[str, ...], max_ply: int,
                   resign: int | None, resign_moves: int, declaration_rule: str,
                   results: str, pgn: str | None, csa_dir: str | None, seed: int | None,
@@ -309,12 +399,20 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
     from bookgen.play.clock import TimeControl
     from bookgen.play.loop import GameRules
 
-    players = parse_players(engines, builtins, options)
+    players = parse_players(engines, builtins, options, go_options)
     fmt = fmt or ("pairs" if len(players) == 2 else "round-robin")
-    control = TimeControl(byoyomi=byoyomi, time=main_time, inc=inc, nodes=nodes, margin=margin,
-                          engine_timeout=engine_timeout)
-    if not any((byoyomi, main_time, inc, nodes)):
-        control = TimeControl(byoyomi=1000, margin=margin, engine_timeout=engine_timeout)
+    default, default_nodes, controls = parse_controls(tcs, nodes, margin, engine_timeout,
+                                                     [p.name or "" for p in players])
+    if default is not None:
+        if any(x is not None for x in (byoyomi, main_time, inc, default_nodes)):
+            raise BookgenError("--tc CONTROL excludes --byoyomi, --time, --inc and --nodes N "
+                               "(the default control, given once)")
+        control = default
+    else:
+        control = TimeControl(byoyomi=byoyomi, time=main_time, inc=inc, nodes=default_nodes,
+                              margin=margin, engine_timeout=engine_timeout)
+        if not any((byoyomi, main_time, inc, default_nodes)):
+            control = TimeControl(byoyomi=1000, margin=margin, engine_timeout=engine_timeout)
     test = None
     if sprt is not None:
         from bookgen.analysis.match import parse_match_sprt
@@ -329,7 +427,8 @@ def match_command(engines: tuple[str, ...], builtins: tuple[str, ...], options: 
                                          resign_cp=resign, resign_moves=resign_moves),
         format=fmt, games=games, rounds=rounds, concurrency=concurrency, seed=seed, pgn=pgn,
         csa_dir=csa_dir, sprt=test, record_moves=record_moves,
-        cluster=cluster_settings(cluster, worker_resources, "concurrency"))
+        cluster=cluster_settings(cluster, worker_resources, "concurrency"), controls=controls,
+        ponder=ponder, transcripts=transcripts, transcripts_on=transcripts_on)
     summary = run_match(players, openings, results, settings, progress=not quiet)
     if as_json:
         echo_json(summary.as_dict())

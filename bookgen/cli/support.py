@@ -69,6 +69,8 @@ FIELD_FLAGS = {
     "sprt.settings.beta": "--sprt-beta",
     "sprt.settings.model": "--sprt-model",
     "cluster.address": "--cluster",
+    "controls": "--tc",
+    "go_options": "--go-option",
 }
 
 

@@ -10,6 +10,7 @@ does (:attr:`PlayerSettings.restarts`, a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,14 @@ from bookgen.engines.restart import RestartPolicy, SearchLimits
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import SettingsError
 
-__all__ = ["BuiltinPlay", "MctsPlay", "PlayerSettings", "RandomOpening"]
+__all__ = ["RUNNER_GO_LIMITS", "BuiltinPlay", "MctsPlay", "PlayerSettings", "RandomOpening"]
+
+RUNNER_GO_LIMITS = ("btime", "wtime", "binc", "winc", "byoyomi", "nodes", "movetime",
+                    "ponder", "infinite", "mate")
+"""``go`` tokens a player's ``go_options`` may not hold: the runner's time and node
+controls (and modes that are not a move search)."""
+_GO_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_FIELD = SettingsError.FIELD
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,10 @@ class PlayerSettings:
     and searches again, up to ``retries`` times, then fails the run;
     ``"forfeit"`` loses the game
     (:class:`~bookgen.engines.protocols.PlayerFailure`) and restarts the
-    engine before its next game.
+    engine before its next game. ``go_options`` are ``KEY VALUE`` tokens added
+    to a USI engine's every ``go`` (not the limits the runner sets: see
+    :data:`RUNNER_GO_LIMITS`); ``ponder``: a USI engine that declares
+    ``USI_Ponder`` ponders (:class:`bookgen.engines.usi.player.UsiPlayer`).
     """
 
     spec: EngineSpec
@@ -90,6 +101,20 @@ class PlayerSettings:
     limits: SearchLimits = field(default_factory=SearchLimits)
     engine_timeout_s: float | None = None
     restarts: RestartPolicy = field(default_factory=RestartPolicy)
+    go_options: tuple[tuple[str, str], ...] = ()
+    ponder: bool = False
+
+    def __post_init__(self) -> None:
+        for key, value in self.go_options:
+            if not _GO_KEY.fullmatch(key):
+                raise SettingsError("go_options", f"{_FIELD}: {key!r} is not a go option "
+                                    "name (letters, digits and _)")
+            if key in RUNNER_GO_LIMITS:
+                raise SettingsError("go_options", f"{_FIELD}: {key!r} is set by the runner "
+                                    "from the time control")
+            if not value or any(c.isspace() for c in value):
+                raise SettingsError("go_options", f"{_FIELD}: {key}={value!r} needs one "
+                                    "value without spaces")
 
     @classmethod
     def parse(cls, text: str, **fields: Any) -> PlayerSettings:

@@ -449,21 +449,23 @@ def _pgn_escape(value: str) -> str:
 
 def write_pgn_game(handle: Any, *, event: str, round_label: str, black: str, white: str,
                    result: str, reason: str, start_sfen: str, moves: Sequence[str],
-                   pair: str | None = None, date: str | None = None) -> None:
+                   pair: str | None = None, date: str | None = None,
+                   tags: Sequence[tuple[str, str]] = ()) -> None:
     """Append one game to an open PGN text file, sente as "White".
 
     Shogi moves are not SAN, so the USI moves go into a comment that chess
     tools (Ordo, BayesElo) skip; the start position is in an ``SFEN`` tag,
-    the colour-swapped pair the game belongs to in a ``Pair`` tag.
+    the colour-swapped pair the game belongs to in a ``Pair`` tag. ``tags``
+    are more tags, after those (a match's per-side time controls).
     """
-    tags = [("Event", event), ("Site", "bookgen"),
+    header = [("Event", event), ("Site", "bookgen"),
             ("Date", date or datetime.now(UTC).strftime("%Y.%m.%d")),
             ("Round", round_label), ("White", black), ("Black", white),
             ("Result", _PGN_RESULTS[result]), ("SFEN", start_sfen),
             ("Termination", reason), ("PlyCount", str(len(moves)))]
     if pair is not None:
-        tags.append(("Pair", pair))
-    for name, value in tags:
+        header.append(("Pair", pair))
+    for name, value in [*header, *tags]:
         handle.write(f'[{name} "{_pgn_escape(value)}"]\n')
     body = f"{{usi {' '.join(moves)}}} " if moves else ""
     handle.write(f"\n{body}{_PGN_RESULTS[result]}\n\n")

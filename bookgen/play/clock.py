@@ -1,11 +1,13 @@
 """Time controls of games between engines: limits per move and the clocks they run.
 
-Times are in milliseconds. Used by the game loop (:mod:`bookgen.play.loop`) and
+Times are in milliseconds. Each side may play under its own control (time or node
+odds: :attr:`ClockState.controls`). Used by the game loop (:mod:`bookgen.play.loop`) and
 the players that honour a clock (USI engines).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["ClockState", "TimeControl"]
@@ -72,20 +74,34 @@ class TimeControl:
 @dataclass
 class ClockState:
     """A game's clocks: its time control and the main time each side has left
-    (ms, by colour; below zero within the margin)."""
+    (ms, by colour; below zero within the margin).
+
+    ``controls`` holds each side's own control when the sides play under
+    different ones (time or node odds; None: both play under ``control``).
+    """
 
     control: TimeControl
     remaining_ms: dict[int, int]
+    controls: dict[int, TimeControl] | None = None
 
     @classmethod
-    def start(cls, control: TimeControl) -> ClockState:
-        """Both clocks at the control's main time."""
-        return cls(control, {BLACK: control.time or 0, WHITE: control.time or 0})
+    def start(cls, control: TimeControl,
+              sides: Mapping[int, TimeControl] | None = None) -> ClockState:
+        """Both clocks at their control's main time: ``control`` for both, or
+        ``sides`` (by colour) for each side its own."""
+        if sides is None:
+            return cls(control, {BLACK: control.time or 0, WHITE: control.time or 0})
+        controls = {BLACK: sides[BLACK], WHITE: sides[WHITE]}
+        return cls(control, {turn: c.time or 0 for turn, c in controls.items()}, controls)
+
+    def control_of(self, turn: int) -> TimeControl:
+        """The control ``turn`` plays under."""
+        return self.controls[turn] if self.controls is not None else self.control
 
     def allowed_ms(self, turn: int) -> int:
         """The longest the move of ``turn`` may take (see :meth:`TimeControl.allowed_ms`)."""
-        return self.control.allowed_ms(self.remaining_ms[turn])
+        return self.control_of(turn).allowed_ms(self.remaining_ms[turn])
 
     def spend(self, turn: int, elapsed_ms: int) -> str | None:
         """Charge a move to ``turn``'s clock (see :meth:`TimeControl.spend`)."""
-        return self.control.spend(self.remaining_ms, turn, elapsed_ms)
+        return self.control_of(turn).spend(self.remaining_ms, turn, elapsed_ms)

@@ -21,6 +21,9 @@ and then, in this order:
 7. the score is kept and the move played: an illegal move loses, and
    checkmate, repetition, perpetual check and ``max_ply`` end the game.
 
+When the game is over, each player that has a ``game_over`` method (USI
+engines: ``gameover win|lose|draw``) is told its result.
+
 This module sits above the engines layer (it asks players), the rest of
 :mod:`bookgen.play` below it.
 """
@@ -37,7 +40,7 @@ import numpy as np
 from bookgen.engines.protocols import MoveChoice, MoveRecord, Player, PlayerFailure
 from bookgen.errors import SettingsError
 from bookgen.play.clock import ClockState, TimeControl
-from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason
+from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason, Result
 from bookgen.timestamps import utc_now
 
 __all__ = ["GameRules", "PlayedGame", "play_game"]
@@ -105,25 +108,29 @@ class PlayedGame:
 
 def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: GameRules, *,
               clock: TimeControl | None = None, rng: np.random.Generator | None = None,
-              on_decision: Callable[[GameState, MoveChoice], None] | None = None
-              ) -> PlayedGame:
+              on_decision: Callable[[GameState, MoveChoice], None] | None = None,
+              side_controls: Mapping[int, TimeControl] | None = None) -> PlayedGame:
     """Play one game from ``start`` (a board, or a ``startpos``/``sfen`` position line)
     between ``players`` (by colour: ``cshogi.BLACK``, ``cshogi.WHITE``; one object
     may play both) under ``rules`` (see the module docstring for the order of
     each ply).
 
-    ``clock`` is the time control (None: no clock). ``rng`` is given to the
-    players (None: a fixed seed). Each distinct player's ``new_game`` is
-    called once, black's first.
+    ``clock`` is the time control (None: no clock); ``side_controls`` (by
+    colour, with a ``clock``) gives each side its own (time or node odds).
+    ``rng`` is given to the players (None: a fixed seed). Each distinct
+    player's ``new_game`` is called once, black's first, and its ``game_over``
+    (when it has one) once at the end with its result (``win``, ``lose`` or
+    ``draw``; a player playing both sides gets black's).
     """
     started_at, wall_start = utc_now(), time.perf_counter()
     game = GameState(start, max_ply=None, declaration_rule=rules.declaration_rule,
                      resign=rules.resign_cp, resign_moves=rules.resign_moves)
     game.max_ply = max(1, rules.max_ply - (game.board.move_number - 1))
-    for player in {id(p): p for p in (players[cshogi.BLACK], players[cshogi.WHITE])}.values():
+    distinct = {id(p): (colour, p) for colour, p in ((cshogi.WHITE, players[cshogi.WHITE]),
+                                                      (cshogi.BLACK, players[cshogi.BLACK]))}
+    for _colour, player in reversed(distinct.values()):
         player.new_game()
-    clocks = ClockState.start(clock) if clock is not None else None
-    charged = clocks is not None and clocks.control.clocked
+    clocks = ClockState.start(clock, side_controls) if clock is not None else None
     rng = rng if rng is not None else np.random.default_rng(0)
     used = {cshogi.BLACK: 0, cshogi.WHITE: 0}
     scores: list[int | None] = []
@@ -145,8 +152,7 @@ def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: G
             break
         engine_seconds += time.perf_counter() - move_start
         used[turn] += choice.elapsed_ms
-        if charged and player.honours_clock:
-            assert clocks is not None
+        if clocks is not None and clocks.control_of(turn).clocked and player.honours_clock:
             late = clocks.spend(turn, choice.elapsed_ms)
             if late is not None:
                 game.forfeit_time(late)
@@ -168,8 +174,20 @@ def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: G
     outcome = game.outcome
     assert outcome is not None
     plies = len(game.moves)
+    for colour, player in reversed(distinct.values()):
+        game_over = getattr(player, "game_over", None)
+        if game_over is not None:
+            game_over(_result_for(outcome.result, colour))
     return PlayedGame(game.start_sfen, (players[cshogi.BLACK].name, players[cshogi.WHITE].name),
                       list(game.moves), scores[:plies], outcome,
                       used[cshogi.BLACK], used[cshogi.WHITE], started_at, utc_now(),
                       time.perf_counter() - wall_start, engine_seconds,
                       records[:plies], move_ms[:plies])
+
+
+def _result_for(result: Result, colour: int) -> str:
+    """``win``, ``lose`` or ``draw``: the game's result as ``colour`` saw it."""
+    if result is Result.DRAW:
+        return "draw"
+    winner = cshogi.BLACK if result is Result.BLACK_WIN else cshogi.WHITE
+    return "win" if winner == colour else "lose"

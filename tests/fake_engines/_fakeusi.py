@@ -35,6 +35,12 @@ It plays legal moves (with cshogi) and misbehaves on request:
 --spend MS,MS,...   the milliseconds each ``go`` takes on the --clock-file clock
 --until-stop-on-go N  answer the N-th ``go`` only after ``stop`` (an infinite search, or
                     an engine past its time that obeys ``stop``)
+--ponder            declare USI_Ponder and answer ``bestmove X ponder Y`` (Y: the first
+                    legal reply to X, the move this engine would play); a ``go ponder``
+                    is answered after ``ponderhit`` or ``stop`` (--spend counts it as a go,
+                    spent after that line)
+--ponder-miss       with --ponder, Y is the last legal reply instead (another engine
+                    like this one plays the first: the ponder misses)
 """
 
 from __future__ import annotations
@@ -103,6 +109,8 @@ def main(defaults: list[str]) -> None:
     parser.add_argument("--clock-file")
     parser.add_argument("--spend", default="")
     parser.add_argument("--until-stop-on-go", type=int, default=0)
+    parser.add_argument("--ponder", action="store_true")
+    parser.add_argument("--ponder-miss", action="store_true")
     args = parser.parse_args(defaults + sys.argv[1:])
     global _mark_dir
     _mark_dir = args.mark_dir
@@ -135,6 +143,8 @@ def main(defaults: list[str]) -> None:
             _say("option name Threads type spin default 1 min 1 max 4")
             if args.multipv:
                 _say("option name MultiPV type spin default 1 min 1 max 500")
+            if args.ponder:
+                _say("option name USI_Ponder type check default false")
             if args.book:
                 _say("option name USI_OwnBook type check default true")
                 _say("option name BookFile type combo default standard_book.db "
@@ -172,6 +182,12 @@ def main(defaults: list[str]) -> None:
             if gos == args.hang_on_go or (args.hang_if_exists
                                           and os.path.exists(args.hang_if_exists)):
                 _hang()
+            if "ponder" in tokens[1:]:
+                for waiting in sys.stdin:
+                    if log is not None:
+                        log.write(waiting)
+                    if waiting.split()[:1] in (["ponderhit"], ["stop"]):
+                        break
             if args.clock_file:
                 _advance_clock(args.clock_file, spend[gos - 1] if gos <= len(spend) else 0)
             if gos == args.until_stop_on_go:
@@ -214,6 +230,14 @@ def main(defaults: list[str]) -> None:
                 score = 60 - 10 * index if args.score is None else args.score
                 _say(f"info depth 3 seldepth 4 multipv {index} score cp {score} "
                      f"nodes {100 * index} nps 10000 time 1 pv {move}")
+            if moves and args.ponder:
+                board.push_usi(moves[0])
+                replies = [cshogi.move_to_usi(m) for m in board.legal_moves]
+                board.pop()
+                if replies:
+                    reply = replies[-1] if args.ponder_miss else replies[0]
+                    _say(f"bestmove {moves[0]} ponder {reply}")
+                    continue
             _say(f"bestmove {moves[0]}" if moves else "bestmove resign")
         elif command == "quit":
             if args.hang_on_quit:

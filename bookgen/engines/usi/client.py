@@ -50,9 +50,14 @@ from bookgen.engines.usi.protocol import (
 from bookgen.errors import BookgenError
 
 __all__ = [
-    "EngineCrashed", "EngineStartError", "EngineTimeout", "UsiEngine", "UsiError",
+    "EngineCrashed", "EngineStartError", "EngineTimeout", "LineSink", "UsiEngine", "UsiError",
     "UsiOptionError", "default_search_timeout",
 ]
+
+LineSink = Callable[[str, str], None]
+"""Where an engine's transcript goes: called with the direction (``">"``: sent to the
+engine, ``"<"``: received from it) and the line, from the reader thread for received
+lines (see :attr:`UsiEngine.transcript`)."""
 
 _STDOUT_LINE_LIMIT = 1 << 20
 _EOF = object()
@@ -120,13 +125,29 @@ def _drain_stderr(stream: io.BufferedReader, buffer: _RingBuffer) -> None:
         pass
 
 
-def _read_stdout(stream: io.BufferedReader, lines: queue.Queue) -> None:
+class _Tap:
+    """The engine's transcript sink, looked up at each line (it changes between games)."""
+
+    sink: LineSink | None = None
+
+    def write(self, direction: str, line: str) -> None:
+        sink = self.sink
+        if sink is not None:
+            try:
+                sink(direction, line)
+            except Exception:
+                pass  # a transcript never stops a game
+
+
+def _read_stdout(stream: io.BufferedReader, lines: queue.Queue, tap: _Tap) -> None:
     try:
         while True:
             raw = stream.readline(_STDOUT_LINE_LIMIT)
             if not raw:
                 break
-            lines.put(decode_output(raw).rstrip("\r\n"))
+            line = decode_output(raw).rstrip("\r\n")
+            tap.write("<", line)  # timed as it arrives
+            lines.put(line)
     except (OSError, ValueError):
         pass
     finally:
@@ -203,6 +224,11 @@ class UsiEngine:
     ``clock`` (seconds, default :func:`time.monotonic`) times the searches
     (:attr:`UsiSearch.elapsed`) and the deadlines; tests give a fake one.
 
+    :attr:`transcript` (a :data:`LineSink`, None: off) sees every line sent
+    to the engine and every stdout line received from it, as it happens.
+    :attr:`go_options` (tokens, none by default) follow the limits of every
+    :meth:`go` and :meth:`go_ponder`.
+
     The engine runs in its own session (the terminal's Ctrl-C does not reach
     it) and, on Linux, dies with this process (:mod:`bookgen.children`) when
     started from the main thread.
@@ -249,6 +275,8 @@ class UsiEngine:
         self._search_started = 0.0
         self._stopped_by_us: str | None = None
         self._finalizer: weakref.finalize | None = None
+        self._tap = _Tap()
+        self.go_options: tuple[str, ...] = ()
         self._launch()
         try:
             for name, value in (options or {}).items():
@@ -278,7 +306,7 @@ class UsiEngine:
         self._searching = False
         self._stopped_by_us = None
         self._threads = [
-            threading.Thread(target=_read_stdout, args=(proc.stdout, self._lines),
+            threading.Thread(target=_read_stdout, args=(proc.stdout, self._lines, self._tap),
                              name=f"usi-stdout-{proc.pid}", daemon=True),
             threading.Thread(target=_drain_stderr, args=(proc.stderr, self._stderr),
                              name=f"usi-stderr-{proc.pid}", daemon=True),
@@ -316,6 +344,15 @@ class UsiEngine:
                 option = parse_option(line)
                 if option is not None:
                     self.options[option.name] = option
+
+    @property
+    def transcript(self) -> LineSink | None:
+        """Where every line sent and received goes (None: nowhere); set it any time."""
+        return self._tap.sink
+
+    @transcript.setter
+    def transcript(self, sink: LineSink | None) -> None:
+        self._tap.sink = sink
 
     @property
     def pid(self) -> int | None:
@@ -416,6 +453,7 @@ class UsiEngine:
             raise ValueError(f"USI command contains a line break: {command!r}")
         if self._proc is None or self._proc.stdin is None:
             raise EngineCrashed(f"{self._label()} is not running")
+        self._tap.write(">", command)
         try:
             self._proc.stdin.write((command + "\n").encode("utf-8"))
             self._proc.stdin.flush()
@@ -497,7 +535,8 @@ class UsiEngine:
         ``timeout`` (seconds) defaults to :func:`default_search_timeout` of
         the limits, or ``search_timeout`` without any. On timeout the engine is sent
         ``stop``; if it does not answer within ``stop_grace`` it is killed.
-        Either way :class:`EngineTimeout` is raised.
+        Either way :class:`EngineTimeout` is raised. :attr:`go_options` follow
+        the limits.
         """
         limits = go_limits(byoyomi=byoyomi, btime=btime, wtime=wtime, binc=binc, winc=winc,
                             nodes=nodes, movetime=movetime, depth=depth)
@@ -507,9 +546,39 @@ class UsiEngine:
             timeout = default_search_timeout(nodes=nodes, depth=depth, time_ms=budget_ms or None)
             if timeout is None:
                 timeout = self.search_timeout
-        self._start_search(limits)
+        self._start_search([*limits, *self.go_options])
         # The timeout counts from the go, as the engine's own clock does.
         return self.wait_bestmove(timeout, since=self._search_started)
+
+    def go_ponder(self, **limits: int | None) -> None:
+        """Start ``go ponder`` with ``limits`` (and :attr:`go_options`); end it with
+        :meth:`ponderhit` (then :meth:`wait_bestmove`) or :meth:`stop`."""
+        self._start_search(["ponder", *go_limits(**limits), *self.go_options])
+
+    def ponderhit(self) -> None:
+        """``ponderhit``: the pondered move was played. The search's time (its
+        :attr:`UsiSearch.elapsed` and a ``since`` of :meth:`wait_bestmove`) counts
+        from here, as the engine's clock does (:attr:`search_started`)."""
+        if not self._searching:
+            raise UsiError(f"{self._label()}: ponderhit without a search running")
+        self.send("ponderhit")
+        self._search_started = self.clock()
+
+    @property
+    def searching(self) -> bool:
+        """Whether a ``go`` is waiting for its ``bestmove``."""
+        return self._searching
+
+    @property
+    def search_started(self) -> float:
+        """When the current search's time began (its ``go``, or its ``ponderhit``)."""
+        return self._search_started
+
+    def gameover(self, result: str) -> None:
+        """``gameover win|lose|draw`` (the engine's result)."""
+        if result not in ("win", "lose", "draw"):
+            raise ValueError(f"gameover {result!r}: expected win, lose or draw")
+        self.send(f"gameover {result}")
 
     def go_infinite(self, **limits: int) -> None:
         """Start ``go infinite``; end it with :meth:`stop`."""
