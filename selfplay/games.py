@@ -48,7 +48,9 @@ A worker may play several games at once (``parallel_games`` K, one
 (:func:`bookgen.play.loop.playing_game`, the game loop as a resumable game)
 and their searches' leaves go to the player's evaluator together, in
 batches of up to the player's ``batch_size``
-(:class:`bookgen.engines.batching.SearchBatcher`), each search gathering
+(:class:`bookgen.engines.batching.SearchBatcher`; a worker's task holds
+:data:`GROUPS_PER_TASK` times K games, the next one started as one ends),
+each search gathering
 ``batch_size / K`` leaves (:func:`bookgen.engines.batching.search_batch`,
 as ``grow --parallel-searches``). The games, and so the records, are those
 of playing them one after another with that search batch.
@@ -331,6 +333,7 @@ class GameSettings:
     rules: GameRules = GameRules()
     seed: int = 0
     batch_size: int | None = None
+    parallel_games: int | None = None   # games played at once (None: all given)
 
 
 class _Records:
@@ -406,8 +409,9 @@ def play_from_starts(index: int, starts: np.ndarray, players: Mapping[int, Playe
 def play_games(indices: Sequence[int], starts: np.ndarray, players: Mapping[int, Player],
                settings: GameSettings) -> list[GameRecord]:
     """Play the games numbered ``indices`` (:func:`playing_from_starts`): one after
-    another, or, with ``settings.batch_size``, together, the leaves of their (one)
-    MCTS player's searches evaluated in shared batches of up to that size
+    another, or, with ``settings.batch_size``, together (``settings.parallel_games``
+    at a time, the next started as one ends), the leaves of their (one) MCTS
+    player's searches evaluated in shared batches of up to that size
     (:class:`bookgen.engines.batching.SearchBatcher`; its ``batch_stats`` on the
     first record)."""
     if settings.batch_size is None:
@@ -424,7 +428,7 @@ def play_games(indices: Sequence[int], starts: np.ndarray, players: Mapping[int,
     evaluator = cast("MctsPlayer", players[cshogi.BLACK]).evaluator
     batcher: SearchBatcher[GameRecord] = SearchBatcher(evaluator, settings.batch_size)
     records = batcher.run([playing_from_starts(index, starts, players, settings, True)
-                           for index in indices])
+                           for index in indices], settings.parallel_games)
     if records:
         records[0].batch_stats = batcher.stats
     return records
@@ -565,7 +569,8 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
     black_config, white_config = settings.players.for_workers(
         settings.workers if settings.cluster is None else 1, parallel)
     game_settings = GameSettings(settings.rules, settings.seed,
-                                 settings.players.black.mcts.batch_size if parallel > 1 else None)
+                                 settings.players.black.mcts.batch_size if parallel > 1 else None,
+                                 parallel)
     workers = settings.workers
 
     summary = SelfplaySummary(str(output), workers=workers if settings.cluster is None else 1)
@@ -663,16 +668,23 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
     return summary
 
 
+GROUPS_PER_TASK = 4
+"""A worker's task holds this many times ``parallel_games`` games: K run at
+once, a new one started as one ends, so that the batches stay full until the
+task's last games (games differ in length). Ctrl-C drops a task's games."""
+
+
 def _grouped_runner(settings: SelfplaySettings, player: PlayerSettings, starts: np.ndarray,
                     game_settings: GameSettings) -> TaskRunner[int, GameRecord]:
-    """A runner of games in groups of ``settings.parallel_games``, each group played
-    together by one worker (:func:`play_games`)."""
+    """A runner of games in groups of :data:`GROUPS_PER_TASK` times
+    ``settings.parallel_games``, each group played by one worker
+    (:func:`play_games`), ``parallel_games`` at a time."""
     parallel = settings.parallel_games
     groups: TaskRunner[list[int], list[GameRecord]]
     if settings.cluster is not None:
         groups = RayRunner(settings.cluster, _worker_play_games, _worker_init,
                            (player, player, starts, game_settings),
-                           most=-(-settings.games // parallel))
+                           most=-(-settings.games // (parallel * GROUPS_PER_TASK)))
     elif settings.workers == 1:
         players = open_players(player, player)
         groups = LocalRunner(lambda indices: play_games(indices, starts, players,
@@ -682,7 +694,7 @@ def _grouped_runner(settings: SelfplaySettings, player: PlayerSettings, starts: 
         close_players(open_players(player, player).values())
         groups = PoolRunner(settings.workers, _worker_play_games, _worker_init,
                             (player, player, starts, game_settings))
-    return GroupedRunner(groups, parallel)
+    return GroupedRunner(groups, parallel * GROUPS_PER_TASK)
 
 
 def _write_game(record: GameRecord, summary: SelfplaySummary, reasons: Counter[str],

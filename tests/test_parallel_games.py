@@ -28,7 +28,7 @@ from bookgen.cli import main as cli
 from bookgen.cli.model import model_group
 from bookgen.cli.support import error_text
 from bookgen.engines import factory
-from bookgen.engines.batching import search_batch
+from bookgen.engines.batching import SearchBatcher, search_batch
 from bookgen.engines.mcts_player import MctsPlayer
 from bookgen.engines.network import device
 from bookgen.engines.player_settings import RandomOpening
@@ -137,6 +137,37 @@ def test_the_batcher_gathers_the_leaves_of_the_games(starts: Path, model: Path) 
     assert stats is not None and all(r.batch_stats is None for r in records[1:])
     assert stats.calls and stats.boards >= sum(r.plies for r in records)
     assert 2 < stats.mean_batch <= 8
+
+
+def test_the_batcher_starts_the_next_search_as_one_ends() -> None:
+    """``active`` searches at a time: a short search's place goes to the next one
+    at once, while the long ones go on; results stay in order."""
+    events: list[str] = []
+
+    def search(name: str, steps: int):
+        events.append(f"start {name}")
+        for _ in range(steps):
+            yield [cshogi.Board()]
+        events.append(f"end {name}")
+        return name
+
+    class Counting:
+        spec = "counting"
+        batches: list[int] = []
+
+        def evaluate(self, boards):
+            self.batches.append(len(boards))
+            return [None] * len(boards)
+
+    evaluator = Counting()
+    batcher = SearchBatcher(evaluator, 2)  # type: ignore[arg-type]
+    names = batcher.run([search("a", 1), search("b", 4), search("c", 1), search("d", 2)],
+                        active=2)
+    assert names == ["a", "b", "c", "d"]
+    assert events.index("start c") == events.index("end a") + 1
+    assert events.index("start c") < events.index("end b")
+    assert events[:2] == ["start a", "start b"] and max(evaluator.batches) == 2
+    assert sum(evaluator.batches) == 8 and evaluator.batches.count(2) == 4
 
 
 def test_play_game_drives_the_resumable_game_without_yielding() -> None:
