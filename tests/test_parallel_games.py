@@ -251,10 +251,12 @@ def test_network_defaults_follow_the_device(gpu: FakeQuery) -> None:
                                factory.DEFAULT_PARALLEL_SEARCHES["torch"])
     assert factory.default_batch_size("torch:m.pt") == cpu_batch
     assert factory.default_parallel_searches("onnx:m.onnx") == cpu_searches
+    assert factory.default_parallel_games("onnx:m.onnx") == 1
     gpu.present.add("torch")
     assert factory.default_device("torch:m.pt") == "cuda"
     assert factory.default_batch_size("torch:m.pt") == factory.GPU_BATCH_SIZE == 256
     assert factory.default_parallel_searches("torch:m.pt") == factory.GPU_PARALLEL_SEARCHES == 64
+    assert factory.default_parallel_games("torch:m.pt") == 64
     assert factory.default_batch_size("blend:book.db:torch:m.pt") == 256  # its inner's
     # onnxruntime without its CUDA provider: the CPU defaults.
     assert factory.default_batch_size("onnx:m.onnx") == cpu_batch
@@ -278,10 +280,13 @@ def test_the_device_query_here_finds_no_gpu() -> None:
 
 
 def test_help_shows_the_defaults_by_device() -> None:
-    for command in (["grow"], ["selfplay"]):
+    for command, parallel in ((["grow"], "--parallel-searches"),
+                              (["selfplay"], "--parallel-games")):
         text = " ".join(CliRunner().invoke(cli, [*command, "--help"]).stdout.split())
+        assert "--batch-size" in text and parallel in text
         assert "auto: 16 on cpu, 256 on cuda for torch: and onnx:" in text
-        assert "auto: 4 on cpu, 64 on cuda for torch: and onnx:" in text
+        cpu = 4 if command == ["grow"] else 1
+        assert f"auto: {cpu} on cpu, 64 on cuda for torch: and onnx:" in text
 
 
 def test_cli_defaults_on_a_gpu(gpu: FakeQuery, tmp_path: Path, model: Path,
@@ -305,7 +310,7 @@ def test_cli_defaults_on_a_gpu(gpu: FakeQuery, tmp_path: Path, model: Path,
     CliRunner().invoke(cli, args)
     CliRunner().invoke(cli, [*args, "--batch-size", "32", "--parallel-games", "2"])
     (cpu, cuda, given) = seen
-    assert (cpu.parallel_games, cpu.players.black.mcts.batch_size) == (4, 16)
+    assert (cpu.parallel_games, cpu.players.black.mcts.batch_size) == (1, 16)
     assert (cuda.parallel_games, cuda.players.black.mcts.batch_size) == (64, 256)
     assert dict(cuda.players.black.mcts.evaluator_options)["batch_size"] == 256
     assert (given.parallel_games, given.players.black.mcts.batch_size) == (2, 32)

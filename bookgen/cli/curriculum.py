@@ -28,7 +28,7 @@ from bookgen.cli.options import (
     workers_option,
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
-from bookgen.engines.factory import parallel_searches_help
+from bookgen.engines.factory import parallel_games_help
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.extras import require_extra
 
@@ -149,8 +149,7 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Games each worker plays at once, with one mcts: player on both sides: "
                    "their searches run interleaved, each gathering --batch-size / N leaves, "
                    "and the evaluator takes the leaves of all of them together (the same "
-                   "games as one after another); " + parallel_searches_help()
-                   + "; 1 with other players.")
+                   "games as one after another); " + parallel_games_help() + ".")
 @click.option("--random-moves", type=click.IntRange(0), default=4, show_default=True,
               help="MCTS players sample the first K plies of each game from visit counts "
                    "(dlshogi --random).")
@@ -213,7 +212,7 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     Outputs are replaced in one step at the end; Ctrl-C stops at once, keeps
     the finished games and drops those in flight (exit code 130).
     """
-    from bookgen.engines.factory import default_parallel_searches
+    from bookgen.engines.factory import default_parallel_games
     from bookgen.engines.player_settings import RandomOpening
     from bookgen.engines.restart import SearchLimits
     from bookgen.play.loop import GameRules
@@ -267,8 +266,8 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     players = SelfplayPlayers(side("black", black), side("white", white))
     if parallel_games is None:  # one mcts: player on both sides: by its evaluator and device
         one = players.black
-        parallel_games = (default_parallel_searches(one.spec.evaluator,
-                                                    dict(one.mcts.evaluator_options))
+        parallel_games = (default_parallel_games(one.spec.evaluator,
+                                                 dict(one.mcts.evaluator_options))
                           if one == players.white and one.spec.kind == "mcts" else 1)
     settings = SelfplaySettings(
         games=games, players=players, parallel_games=parallel_games,

@@ -24,10 +24,10 @@ if TYPE_CHECKING:  # cshogi stays unloaded for `bookgen --help`
     from bookgen.engines.restart import EngineLabel
     from bookgen.engines.settings import EngineSettings
 
-__all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLEL_SEARCHES", "GPU_BATCH_SIZE",
-           "GPU_PARALLEL_SEARCHES", "batch_size_help", "default_batch_size", "default_device",
-           "default_parallel_searches", "make_evaluator", "open_evaluator",
-           "parallel_searches_help"]
+__all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLEL_GAMES", "DEFAULT_PARALLEL_SEARCHES",
+           "GPU_BATCH_SIZE", "GPU_PARALLEL_SEARCHES", "batch_size_help", "default_batch_size",
+           "default_device", "default_parallel_games", "default_parallel_searches",
+           "make_evaluator", "open_evaluator", "parallel_games_help", "parallel_searches_help"]
 
 # Leaves an MCTS search evaluates together, when --batch-size is not given.
 # The built-in evaluator costs the same per leaf at any batch size; a network
@@ -92,10 +92,30 @@ DEFAULT_PARALLEL_SEARCHES = {"builtin": 1, "usi": 1, "torch": 4, "onnx": 4}
 
 def default_parallel_searches(spec: str | EngineSpec,
                               options: Mapping[str, Any] | None = None) -> int:
-    """``grow --parallel-searches`` (and ``selfplay --parallel-games``) for ``spec``
+    """``grow --parallel-searches`` for ``spec``
     when none is given (``blend:BOOK:INNER``: INNER's), on the device its evaluator
     ``options`` choose (:func:`default_device`)."""
     return _by_kind(DEFAULT_PARALLEL_SEARCHES, GPU_PARALLEL_SEARCHES, spec, options)
+
+
+# Games one self-play worker plays at once (``selfplay --parallel-games``) when
+# not given: on the CPU one (each game's search takes the whole batch, as
+# before: games played together search with batch / K leaves and were no
+# faster here, see benchmarks/bench_selfplay.py --network); on a GPU 64.
+DEFAULT_PARALLEL_GAMES = {"builtin": 1, "usi": 1, "torch": 1, "onnx": 1}
+
+
+def default_parallel_games(spec: str | EngineSpec,
+                           options: Mapping[str, Any] | None = None) -> int:
+    """``selfplay --parallel-games`` for an MCTS player over ``spec`` when none is
+    given, on the device its evaluator ``options`` choose (:func:`default_device`)."""
+    return _by_kind(DEFAULT_PARALLEL_GAMES, GPU_PARALLEL_SEARCHES, spec, options)
+
+
+def parallel_games_help() -> str:
+    """:func:`default_parallel_games` in words, for the --parallel-games help text."""
+    return (f"default: {_network_default(DEFAULT_PARALLEL_GAMES, GPU_PARALLEL_SEARCHES)}, "
+            f"{DEFAULT_PARALLEL_GAMES['builtin']} otherwise")
 
 
 def _network_default(defaults: dict[str, int], gpu: int) -> str:
