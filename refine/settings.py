@@ -88,7 +88,9 @@ class SearchSettings:
     def __post_init__(self) -> None:
         spec = self.engine.spec
         if not (spec.kind == "builtin" or (spec.is_usi and spec.argument.strip())):
-            raise BookgenError(f"unknown engine {str(spec)!r} (use builtin or usi:COMMAND)")
+            from bookgen.engines.settings import unknown_best_line_engine
+
+            raise BookgenError(unknown_best_line_engine(str(spec), spec))
         at_least("workers", self.workers)
         at_least("limit", self.limit)
 
@@ -168,7 +170,7 @@ class ExtensionSettings:
             return self.batch_size
         from bookgen.engines.factory import default_batch_size
 
-        return default_batch_size(self.evaluator)
+        return default_batch_size(self.evaluator, self.evaluator_options)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,18 @@ the trainer turns it into the side to move's target. Games shorter than
 ``output.out_min`` as hcp records (dlshogi ``--min_move`` and
 ``--out_min_hcp``).
 
+A worker may play several games at once (``parallel_games`` K, one
+``mcts:`` player on both sides): the games run interleaved in one thread
+(:func:`bookgen.play.loop.playing_game`, the game loop as a resumable game)
+and their searches' leaves go to the player's evaluator together, in
+batches of up to the player's ``batch_size``
+(:class:`bookgen.engines.batching.SearchBatcher`; a worker's task holds
+:data:`GROUPS_PER_TASK` times K games, the next one started as one ends),
+each search gathering
+``batch_size / K`` leaves (:func:`bookgen.engines.batching.search_batch`,
+as ``grow --parallel-searches``). The games, and so the records, are those
+of playing them one after another with that search batch.
+
 Outputs are written to temporary files next to their targets and renamed at
 the end, whole games at a time: an interrupted or failed run leaves the
 targets as they were or with complete games only. CSA records (one file per
@@ -59,15 +71,17 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import cshogi
 import numpy as np
 
+from bookgen.engines.batching import BatchStats, SearchBatcher, search_batch
 from bookgen.engines.factory import default_batch_size
+from bookgen.engines.mcts import SearchSteps
 from bookgen.engines.player_settings import MctsPlay, PlayerSettings, RandomOpening
 from bookgen.engines.players import close_players, open_player
 from bookgen.engines.protocols import EvaluatorError, MoveChoice, Player
@@ -77,18 +91,27 @@ from bookgen.errors import BookgenError, SettingsError, at_least
 from bookgen.files import AtomicFile, check_output, make_folder
 from bookgen.formats.positions import read_starts
 from bookgen.formats.records import write_csa_record
-from bookgen.play.loop import GameRules, PlayedGame, play_game
+from bookgen.play.loop import GameRules, PlayedGame, playing_game
 from bookgen.play.rules import GameState, Outcome, Result
 from bookgen.progress import progress_bar
 from bookgen.signals import stop_on_interrupt
 from bookgen.values import clip_score
 from bookgen.workers.cluster import ClusterSettings, RayRunner, WorkerLost
-from bookgen.workers.pool import BrokenProcessPool, LocalRunner, PoolRunner, TaskRunner
+from bookgen.workers.pool import (
+    BrokenProcessPool,
+    GroupedRunner,
+    LocalRunner,
+    PoolRunner,
+    TaskRunner,
+)
 from bookgen.workers.runcontrol import collect_or_abandon
 
 __all__ = ["GameRecord", "SelfplayOutput", "SelfplayPlayers",
-           "SelfplaySettings", "SelfplaySummary", "play_from_starts", "player_spec",
-           "selfplay", "selfplay_player"]
+           "SelfplaySettings", "SelfplaySummary", "play_from_starts", "play_games",
+           "player_spec", "playing_from_starts", "selfplay", "selfplay_player"]
+
+if TYPE_CHECKING:
+    from bookgen.engines.mcts_player import MctsPlayer
 
 HCPE = cshogi.HuffmanCodedPosAndEval
 HCP = cshogi.HuffmanCodedPos
@@ -122,13 +145,18 @@ def selfplay_player(spec: str | EngineSpec, *, options: tuple[tuple[str, str], .
                     engine_timeout_s: float | None = None) -> PlayerSettings:
     """A self-play player: ``spec`` (text: read by :func:`player_spec`) with a USI
     engine's ``options``, ``limits`` and ``engine_timeout_s``, and an MCTS player's
-    ``playouts``, ``batch_size`` (None: its evaluator's default,
-    :func:`bookgen.engines.factory.default_batch_size`), ``evaluator_options`` and
+    ``playouts``, ``batch_size`` (None: its evaluator's default on the device of
+    ``evaluator_options``, :func:`bookgen.engines.factory.default_batch_size`),
+    ``evaluator_options`` and
     random ``opening`` moves (None: dlshogi's defaults)."""
     if isinstance(spec, str):
         spec = player_spec(spec)
     if batch_size is None:
-        batch_size = default_batch_size(spec.evaluator) if spec.kind == "mcts" else 1
+        batch_size = (default_batch_size(spec.evaluator, evaluator_options)
+                      if spec.kind == "mcts" else 1)
+    if spec.kind == "mcts" and spec.evaluator.base.is_network and batch_size > 1:
+        # the network's batch: the search's (its own default may be smaller)
+        evaluator_options = {"batch_size": batch_size, **(evaluator_options or {})}
     return PlayerSettings(
         spec, options=tuple(options),
         mcts=MctsPlay(playouts=playouts, batch_size=batch_size,
@@ -200,11 +228,25 @@ class SelfplayPlayers:
                                     f"engine options, {nodes}, {byoyomi}, {movetime} and "
                                     f"{timeout} apply to usi: players only")
 
-    def for_workers(self, workers: int) -> tuple[PlayerSettings, PlayerSettings]:
+    def for_workers(self, workers: int, parallel_games: int = 1
+                    ) -> tuple[PlayerSettings, PlayerSettings]:
         """Black's and white's settings in each of ``workers`` processes: with an MCTS
         player over a network among them, each evaluator takes its share of the cores
-        (``threads``) instead of all of them."""
+        (``threads``) instead of all of them. With ``parallel_games`` K above 1 the
+        (one) MCTS player searches with ``batch_size / K`` leaves
+        (:func:`bookgen.engines.batching.search_batch`) and its network evaluates
+        batches of up to ``batch_size`` (the batches of the K games together)."""
         players = (self.black, self.white)
+        if parallel_games > 1:
+            play = self.black.mcts
+            per_search = replace(play, batch_size=search_batch(play.batch_size, parallel_games))
+            if self.black.spec.evaluator.is_network:
+                options = dict(play.evaluator_options)
+                options.setdefault("batch_size", play.batch_size)
+                per_search = replace(per_search,
+                                     evaluator_options=tuple(sorted(options.items())))
+            player = replace(self.black, mcts=per_search)
+            players = (player, player)
         if workers == 1 or not any(p.spec.kind == "mcts" and p.spec.evaluator.is_network
                                    for p in players):
             return players
@@ -215,7 +257,7 @@ class SelfplayPlayers:
             options.setdefault("threads", threads)
             return replace(player, mcts=replace(
                 player.mcts, evaluator_options=tuple(sorted(options.items()))))
-        return shared(self.black), shared(self.white)
+        return shared(players[0]), shared(players[1])
 
 
 @dataclass(frozen=True)
@@ -253,7 +295,9 @@ class SelfplaySettings:
     --help``): ``games`` games between ``players`` (MCTS players open with their
     random moves) under ``rules``, written as ``output`` says, by ``workers``
     processes; start positions and sampled moves depend only on ``seed`` and the
-    game's number."""
+    game's number. ``parallel_games``: games each worker plays at once, their
+    searches' leaves evaluated together (one ``mcts:`` player on both sides;
+    see the module docstring)."""
 
     games: int
     players: SelfplayPlayers = field(default_factory=SelfplayPlayers)
@@ -262,10 +306,18 @@ class SelfplaySettings:
     workers: int = 1
     seed: int = 0
     cluster: ClusterSettings | None = None   # games in the actors of a Ray cluster
+    parallel_games: int = 1
 
     def __post_init__(self) -> None:
         at_least("games", self.games, 1)
         at_least("workers", self.workers, 1)
+        at_least("parallel_games", self.parallel_games, 1)
+        players = self.players
+        if self.parallel_games > 1 and (players.black != players.white
+                                        or players.black.spec.kind != "mcts"):
+            raise SettingsError("parallel_games", "needs one mcts: player on both sides (its "
+                                "evaluator serves the games together); with other players "
+                                "use workers")
 
 
 # --------------------------------------------------------------------------
@@ -274,8 +326,14 @@ class SelfplaySettings:
 
 @dataclass(frozen=True)
 class GameSettings:
+    """What the games of a worker share: the rules, the seed, and, for games
+    played together, the evaluator batch of their leaves (None: one game at a
+    time, each player evaluating its own leaves)."""
+
     rules: GameRules = GameRules()
     seed: int = 0
+    batch_size: int | None = None
+    parallel_games: int | None = None   # games played at once (None: all given)
 
 
 class _Records:
@@ -313,6 +371,8 @@ class GameRecord:
     root_hcp: bytes
     game: PlayedGame
     records: np.ndarray           # hcpe, gameResult filled in
+    # Games played together: what their evaluator was sent (all on the group's first game).
+    batch_stats: BatchStats | None = None
 
     @property
     def plies(self) -> int:
@@ -323,18 +383,55 @@ class GameRecord:
         return self.game.outcome
 
 
-def play_from_starts(index: int, starts: np.ndarray, players: dict[int, Player],
-                     settings: GameSettings) -> GameRecord:
-    """Play game number ``index`` from a start drawn from ``starts``; its start and random
-    choices depend only on the seed and ``index``."""
+def playing_from_starts(index: int, starts: np.ndarray, players: Mapping[int, Player],
+                        settings: GameSettings, searching: bool = False
+                        ) -> SearchSteps[GameRecord]:
+    """Game number ``index`` from a start drawn from ``starts``, as a resumable game
+    (:func:`bookgen.play.loop.playing_game`; ``searching``: its MCTS players yield
+    their leaves); its start and random choices depend only on the seed and ``index``."""
     rng = np.random.default_rng([settings.seed, index])
     root_index = int(rng.integers(len(starts)))
     board = cshogi.Board()
     board.set_hcp(starts[root_index]["hcp"])   # move number 1: max ply counts from here
     records = _Records(min(settings.rules.max_ply, 1024))
-    game = play_game(board, players, settings.rules, rng=rng, on_decision=records)
+    game = yield from playing_game(board, players, settings.rules, rng=rng,
+                                   on_decision=records, searching=searching)
     return GameRecord(index, root_index, starts[root_index]["hcp"].tobytes(), game,
                       records.finish(game.outcome))
+
+
+def play_from_starts(index: int, starts: np.ndarray, players: Mapping[int, Player],
+                     settings: GameSettings) -> GameRecord:
+    """Play game number ``index`` (:func:`play_games` of one)."""
+    return play_games([index], starts, players, settings)[0]
+
+
+def play_games(indices: Sequence[int], starts: np.ndarray, players: Mapping[int, Player],
+               settings: GameSettings) -> list[GameRecord]:
+    """Play the games numbered ``indices`` (:func:`playing_from_starts`): one after
+    another, or, with ``settings.batch_size``, together (``settings.parallel_games``
+    at a time, the next started as one ends), the leaves of their (one) MCTS
+    player's searches evaluated in shared batches of up to that size
+    (:class:`bookgen.engines.batching.SearchBatcher`; its ``batch_stats`` on the
+    first record)."""
+    if settings.batch_size is None:
+        played = []
+        for index in indices:
+            steps = playing_from_starts(index, starts, players, settings)
+            try:
+                next(steps)
+            except StopIteration as stop:
+                played.append(stop.value)
+                continue
+            raise AssertionError("a game played without searching yields no leaves")
+        return played
+    evaluator = cast("MctsPlayer", players[cshogi.BLACK]).evaluator
+    batcher: SearchBatcher[GameRecord] = SearchBatcher(evaluator, settings.batch_size)
+    records = batcher.run([playing_from_starts(index, starts, players, settings, True)
+                           for index in indices], settings.parallel_games)
+    if records:
+        records[0].batch_stats = batcher.stats
+    return records
 
 
 # --------------------------------------------------------------------------
@@ -390,6 +487,16 @@ class SelfplaySummary:
     interrupted: bool = False
     dropped: int = 0              # games in flight abandoned at Ctrl-C
     game_infos: list[GameInfo] = field(default_factory=list)
+    # Games played together (parallel_games): what their evaluators were sent.
+    network: BatchStats = field(default_factory=BatchStats)
+    workers: int = 1
+
+    @property
+    def outside_evaluator_share(self) -> float:
+        """The share of the workers' time spent outside the evaluator (games played
+        together only: their batcher times the evaluator)."""
+        busy = self.seconds * self.workers
+        return max(0.0, 1 - self.network.seconds / busy) if busy else 0.0
 
     @property
     def positions_per_second(self) -> float:
@@ -408,6 +515,10 @@ class SelfplaySummary:
                 "seconds": round(self.seconds, 3),
                 "positions_per_second": round(self.positions_per_second, 2),
                 "interrupted": self.interrupted, "dropped": self.dropped}
+        if self.network.calls:
+            data.update(network_batches=self.network.calls,
+                        mean_batch=round(self.network.mean_batch, 2),
+                        outside_evaluator_share=round(self.outside_evaluator_share, 4))
         if games:
             data["game_list"] = [vars(g) for g in self.game_infos]
         return data
@@ -431,6 +542,11 @@ def _worker_play(index: int) -> GameRecord:
     return play_from_starts(index, _worker_starts, _worker_players, _worker_settings)
 
 
+def _worker_play_games(indices: list[int]) -> list[GameRecord]:
+    assert _worker_starts is not None and _worker_settings is not None
+    return play_games(indices, _worker_starts, _worker_players, _worker_settings)
+
+
 def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings, *,
              progress: bool = True) -> SelfplaySummary:
     """Play ``settings.games`` games from random start positions of ``starts``; write
@@ -446,17 +562,22 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
     csa_path = written.csa_dir
     if csa_path is not None:
         make_folder(csa_path)
+    parallel = settings.parallel_games
     black_config, white_config = settings.players.for_workers(
-        settings.workers if settings.cluster is None else 1)
-    game_settings = GameSettings(settings.rules, settings.seed)
+        settings.workers if settings.cluster is None else 1, parallel)
+    game_settings = GameSettings(settings.rules, settings.seed,
+                                 settings.players.black.mcts.batch_size if parallel > 1 else None,
+                                 parallel)
     workers = settings.workers
 
-    summary = SelfplaySummary(str(output))
+    summary = SelfplaySummary(str(output), workers=workers if settings.cluster is None else 1)
     reasons: Counter[str] = Counter()
     start = time.perf_counter()
     runner: TaskRunner[int, GameRecord]
     try:
-        if settings.cluster is not None:
+        if parallel > 1:
+            runner = _grouped_runner(settings, black_config, start_records, game_settings)
+        elif settings.cluster is not None:
             # (the workers start the players: the driver may not have the engine)
             runner = RayRunner(settings.cluster, _worker_play, _worker_init,
                                (black_config, white_config, start_records, game_settings),
@@ -544,6 +665,35 @@ def selfplay(starts: str | Path, output: str | Path, settings: SelfplaySettings,
     return summary
 
 
+GROUPS_PER_TASK = 4
+"""A worker's task holds this many times ``parallel_games`` games: K run at
+once, a new one started as one ends, so that the batches stay full until the
+task's last games (games differ in length). Ctrl-C drops a task's games."""
+
+
+def _grouped_runner(settings: SelfplaySettings, player: PlayerSettings, starts: np.ndarray,
+                    game_settings: GameSettings) -> TaskRunner[int, GameRecord]:
+    """A runner of games in groups of :data:`GROUPS_PER_TASK` times
+    ``settings.parallel_games``, each group played by one worker
+    (:func:`play_games`), ``parallel_games`` at a time."""
+    parallel = settings.parallel_games
+    groups: TaskRunner[list[int], list[GameRecord]]
+    if settings.cluster is not None:
+        groups = RayRunner(settings.cluster, _worker_play_games, _worker_init,
+                           (player, player, starts, game_settings),
+                           most=-(-settings.games // (parallel * GROUPS_PER_TASK)))
+    elif settings.workers == 1:
+        players = open_players(player, player)
+        groups = LocalRunner(lambda indices: play_games(indices, starts, players,
+                                                        game_settings),
+                             lambda: close_players(players.values()))
+    else:
+        close_players(open_players(player, player).values())
+        groups = PoolRunner(settings.workers, _worker_play_games, _worker_init,
+                            (player, player, starts, game_settings))
+    return GroupedRunner(groups, parallel * GROUPS_PER_TASK)
+
+
 def _write_game(record: GameRecord, summary: SelfplaySummary, reasons: Counter[str],
                 hcpe_file: AtomicFile, min_file: AtomicFile | None, csa_path: Path | None,
                 min_ply: int, seed: int) -> None:
@@ -560,6 +710,10 @@ def _write_game(record: GameRecord, summary: SelfplaySummary, reasons: Counter[s
                                           f"start {record.root_index}): {record.outcome}")
         csa_name = str(target)
     summary.games += 1
+    if record.batch_stats is not None:
+        summary.network.calls += record.batch_stats.calls
+        summary.network.boards += record.batch_stats.boards
+        summary.network.seconds += record.batch_stats.seconds
     summary.positions += written
     summary.short_games += short
     result = record.outcome.result

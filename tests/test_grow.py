@@ -470,7 +470,8 @@ def test_network_evaluators_batch_leaves_by_default(tmp_path, monkeypatch):
     assert max(sizes) == 4
     for command in (["grow"], ["selfplay"], ["refine", "mistakes"]):
         text = " ".join(run_cli(*command, "--help").output.split())
-        assert "default: 16 for torch: and onnx:, 1 for builtin" in text, command
+        assert ("default: auto: 16 on cpu, 256 on cuda for torch: and onnx: (by --device), "
+                "1 for builtin") in text, command
 
 
 def test_engine_crashing_once_is_restarted(tmp_path):

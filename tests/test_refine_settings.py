@@ -84,10 +84,25 @@ def test_unknown_selections_and_engines_are_refused_as_before():
     with pytest.raises(BookgenError, match=r"^unknown selection 'x' \(choose from all, leaves, "
                                            r"principal, visits\)$"):
         PositionSelection("x")
-    for spec in (parse_spec("torch:m.pt"), parse_spec("onnx:m.onnx"), EngineSpec("usi", " ")):
-        with pytest.raises(BookgenError, match=f"^unknown engine '{spec}' \\(use builtin or "
-                                               "usi:COMMAND\\)$"):
-            SearchSettings(EngineSettings(spec))
+    with pytest.raises(BookgenError, match="^unknown engine 'usi: ' \\(use builtin or "
+                                           "usi:COMMAND\\)$"):
+        SearchSettings(EngineSettings(EngineSpec("usi", " ")))
+
+
+@pytest.mark.parametrize("text", ["torch:m.pt", "onnx:m.onnx", "blend:b.db:torch:m.pt"])
+def test_networks_are_refused_with_their_reason(text):
+    """refine search takes engines with a search of their own: a network is
+    refused, in one line saying why and what to use (issue 15: no MCTS analyses)."""
+    for make in (lambda: SearchSettings(EngineSettings(parse_spec(text))),
+                 lambda: engine_settings(text)):
+        with pytest.raises(BookgenError) as error:
+            make()
+        message = str(error.value)
+        assert message.startswith(f"refine search: {text} is a network, which has no search")
+        assert "usi:COMMAND" in message and "\n" not in message
+    result = run_cli("refine", "search", "-b", "none.db", "--engine", text, expect=2)
+    assert result.stderr.count("\n") == 1
+    assert "is a network" in result.stderr
 
 
 def test_search_params_are_the_run_fingerprint_of_before():

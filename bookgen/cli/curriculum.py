@@ -28,6 +28,7 @@ from bookgen.cli.options import (
     workers_option,
 )
 from bookgen.cli.support import echo_json, exit_if_interrupted, no_nan, reports_errors
+from bookgen.engines.factory import parallel_games_help
 from bookgen.errors import BookgenError, SettingsError
 from bookgen.extras import require_extra
 
@@ -142,7 +143,13 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--white", help="Player for white (same forms as --player).")
 @click.option("--playouts", type=click.IntRange(1), default=100, show_default=True,
               help="MCTS playouts per move.")
-@batch_size_option("Leaves evaluated together in MCTS (networks: also the model batch); ")
+@batch_size_option("Leaves evaluated together in MCTS, of all the worker's games (networks: "
+                   "also the model batch); ")
+@click.option("--parallel-games", type=click.IntRange(1), default=None,
+              help="Games each worker plays at once, with one mcts: player on both sides: "
+                   "their searches run interleaved, each gathering --batch-size / N leaves, "
+                   "and the evaluator takes the leaves of all of them together (the same "
+                   "games as one after another); " + parallel_games_help() + ".")
 @click.option("--random-moves", type=click.IntRange(0), default=4, show_default=True,
               help="MCTS players sample the first K plies of each game from visit counts "
                    "(dlshogi --random).")
@@ -186,7 +193,7 @@ def _engine_options(pairs: tuple[str, ...]) -> dict[str, str]:
 @network_options
 def selfplay_command(starts: str, games: int, output: str, player: str, black: str | None,
                      white: str | None, playouts: int, batch_size: int | None,
-                     random_moves: int,
+                     parallel_games: int | None, random_moves: int,
                      temperature: float, random_cutoff: float, csa_dir: str | None,
                      workers: int, cluster: str | None, worker_resources: tuple[str, ...],
                      max_ply: int, resign: int | None, resign_moves: int,
@@ -205,6 +212,7 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
     Outputs are replaced in one step at the end; Ctrl-C stops at once, keeps
     the finished games and drops those in flight (exit code 130).
     """
+    from bookgen.engines.factory import default_parallel_games
     from bookgen.engines.player_settings import RandomOpening
     from bookgen.engines.restart import SearchLimits
     from bookgen.play.loop import GameRules
@@ -255,8 +263,14 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
             limits=SearchLimits(nodes=nodes, byoyomi_ms=byoyomi, movetime_ms=movetime),
             engine_timeout_s=engine_timeout)
 
+    players = SelfplayPlayers(side("black", black), side("white", white))
+    if parallel_games is None:  # one mcts: player on both sides: by its evaluator and device
+        one = players.black
+        parallel_games = (default_parallel_games(one.spec.evaluator,
+                                                 dict(one.mcts.evaluator_options))
+                          if one == players.white and one.spec.kind == "mcts" else 1)
     settings = SelfplaySettings(
-        games=games, players=SelfplayPlayers(side("black", black), side("white", white)),
+        games=games, players=players, parallel_games=parallel_games,
         rules=GameRules(max_ply=max_ply, declaration_rule=declaration_rule, resign_cp=resign,
                         resign_moves=resign_moves),
         output=outputs, workers=workers, seed=seed,
@@ -271,6 +285,9 @@ def selfplay_command(starts: str, games: int, output: str, player: str, black: s
                    f"{summary.seconds:.1f} s ({summary.positions_per_second:.1f}/s); black "
                    f"{summary.black_wins}, white {summary.white_wins}, draws {summary.draws} "
                    f"({reasons}); {summary.mean_plies:.1f} plies per game{short}"
+                   + (f"; mean evaluator batch {summary.network.mean_batch:.1f}, "
+                      f"{summary.outside_evaluator_share * 100:.0f}% of the workers' time "
+                      "outside the evaluator" if summary.network.calls else "")
                    + (f"; interrupted, {in_flight(summary.dropped, 'game')}"
                       if summary.interrupted else ""))
     exit_if_interrupted(summary.interrupted, f"the finished games are in {output}; add "

@@ -138,7 +138,11 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
     lose only the expansions in flight, and running the command again
     continues from the book as it is. Each run is recorded in the runs table.
     """
-    from bookgen.engines.factory import default_batch_size, default_parallel_searches
+    from bookgen.engines.factory import (
+        default_batch_size,
+        default_device,
+        default_parallel_searches,
+    )
     from bookgen.engines.mcts import MctsSettings
     from bookgen.formats.positions import Roots
     from bookgen.grow import (
@@ -153,6 +157,9 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
 
     options = _evaluator_options(evaluator, engine_options, nodes, byoyomi, movetime, multipv,
                                  depth, batch_size, engine_timeout, network)
+    mcts_batch = batch_size if batch_size is not None else default_batch_size(evaluator, options)
+    if batch_size is None and default_device(evaluator, options) == "cuda":
+        options["batch_size"] = mcts_batch  # the network's own default batch is smaller
     settings = GrowSettings(
         evaluator=EvaluatorSettings(evaluator, options), strategy=strategy,
         budget=GrowBudget(trials=trials, positions=positions, seconds_s=seconds),
@@ -160,14 +167,13 @@ def grow_command(book: str, evaluator: str, strategy: str, playouts: int,
         walk=WalkSettings(max_ply=max_ply, eval_threshold_cp=eval_threshold,
                           opponent_temperature=temperature, color=color),
         mcts=MctsSettings(playouts=playouts,
-                          batch_size=(batch_size if batch_size is not None
-                                      else default_batch_size(evaluator)),
+                          batch_size=mcts_batch,
                           draws=DrawValues(draw_value_black, draw_value_white)),
         book_moves=BookMoveRule(visit_share_threshold=visit_threshold, win_rate_cutoff=cutoff,
                                 min_visits=min_visits),
         workers=workers, seed=seed, cluster=cluster_settings(cluster, worker_resources),
         parallel_searches=(parallel_searches if parallel_searches is not None
-                           else default_parallel_searches(evaluator)))
+                           else default_parallel_searches(evaluator, options)))
     summary = grow(book, settings, wait=wait)
     if as_json:
         echo_json(summary.as_dict())

@@ -69,13 +69,17 @@ class SearchBatcher(Generic[R]):
         self.batch_size = max(1, batch_size)
         self.stats = BatchStats()
 
-    def run(self, searches: Sequence[SearchSteps[R]]) -> list[R]:
-        """Run every search to its end; their results, in order."""
+    def run(self, searches: Sequence[SearchSteps[R]], active: int | None = None) -> list[R]:
+        """Run every search to its end; their results, in order. ``active``: at
+        most this many run at once, the next one started when one ends (None:
+        all at once), so that searches of unequal lengths (games) keep the
+        batches full."""
         results: list[R | None] = [None] * len(searches)
         finished = [False] * len(searches)
+        started = len(searches) if active is None else min(len(searches), max(1, active))
         # Searches to resume, with what to send them (None: start them).
         runnable: deque[tuple[int, list[Evaluation] | None]] = deque(
-            (index, None) for index in range(len(searches)))
+            (index, None) for index in range(started))
         waiting: deque[_Request] = deque()
         queued = 0
         while runnable or waiting:
@@ -86,6 +90,9 @@ class SearchBatcher(Generic[R]):
                     boards = next(steps) if answer is None else steps.send(answer)
                 except StopIteration as stop:
                     results[index], finished[index] = stop.value, True
+                    if started < len(searches):
+                        runnable.append((started, None))
+                        started += 1
                     continue
                 if not boards:
                     runnable.appendleft((index, []))

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from bookgen.engines.protocols import AnalysisMode, Evaluator
@@ -23,9 +24,10 @@ if TYPE_CHECKING:  # cshogi stays unloaded for `bookgen --help`
     from bookgen.engines.restart import EngineLabel
     from bookgen.engines.settings import EngineSettings
 
-__all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLEL_SEARCHES", "batch_size_help",
-           "default_batch_size", "default_parallel_searches", "make_evaluator",
-           "open_evaluator", "parallel_searches_help"]
+__all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLEL_GAMES", "DEFAULT_PARALLEL_SEARCHES",
+           "GPU_BATCH_SIZE", "GPU_PARALLEL_SEARCHES", "batch_size_help", "default_batch_size",
+           "default_device", "default_parallel_games", "default_parallel_searches",
+           "make_evaluator", "open_evaluator", "parallel_games_help", "parallel_searches_help"]
 
 # Leaves an MCTS search evaluates together, when --batch-size is not given.
 # The built-in evaluator costs the same per leaf at any batch size; a network
@@ -35,19 +37,49 @@ __all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLEL_SEARCHES", "batch_size_help"
 # at 8-64. 16 keeps the search close to one leaf at a time (50 batches for 800
 # playouts). usi: evaluators search by themselves and do not use it.
 DEFAULT_BATCH_SIZES = {"builtin": 1, "usi": 1, "torch": 16, "onnx": 16}
+# A network on a GPU: a batch of 256 costs little more than a batch of 1
+# (dlshogi runs batches in the hundreds), filled by 64 searches of 4 leaves.
+GPU_BATCH_SIZE = 256
+GPU_PARALLEL_SEARCHES = 64
+_NETWORKS = ("torch", "onnx")
 
 
-def _by_kind(defaults: dict[str, int], spec: str | EngineSpec) -> int:
-    """``defaults`` for the kind of the spec that evaluates (``blend:BOOK:INNER``: INNER's)."""
+def default_device(spec: str | EngineSpec, options: Mapping[str, Any] | None = None) -> str:
+    """``"cuda"`` or ``"cpu"``: where the evaluator of ``spec`` (``blend:BOOK:INNER``:
+    INNER) runs with its constructor ``options`` (``device``, ``fp16``,
+    ``providers``; none: ``auto``), for the defaults below
+    (:func:`bookgen.engines.network.device.device_class`). Only networks ask
+    for a GPU; the others are ``"cpu"``."""
     if isinstance(spec, str):
         spec = parse_spec(spec)
-    return defaults.get(spec.base.kind, 1)
+    kind = spec.base.kind
+    if kind not in _NETWORKS:
+        return "cpu"
+    from bookgen.engines.network.device import NetworkSettings, device_class
+
+    options = options or {}
+    settings = NetworkSettings(device=options.get("device", "auto"),
+                               fp16=bool(options.get("fp16", False)),
+                               providers=options.get("providers") or ())
+    return device_class(settings, kind)
 
 
-def default_batch_size(spec: str | EngineSpec) -> int:
+def _by_kind(defaults: dict[str, int], gpu: int, spec: str | EngineSpec,
+             options: Mapping[str, Any] | None) -> int:
+    """``defaults`` for the kind of the spec that evaluates (``blend:BOOK:INNER``:
+    INNER's), ``gpu`` for a network on a GPU."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    kind = spec.base.kind
+    if kind in _NETWORKS and default_device(spec, options) == "cuda":
+        return gpu
+    return defaults.get(kind, 1)
+
+
+def default_batch_size(spec: str | EngineSpec, options: Mapping[str, Any] | None = None) -> int:
     """The MCTS batch size used for ``spec`` when none is given (``blend:BOOK:INNER``:
-    INNER's)."""
-    return _by_kind(DEFAULT_BATCH_SIZES, spec)
+    INNER's), on the device its evaluator ``options`` choose (:func:`default_device`)."""
+    return _by_kind(DEFAULT_BATCH_SIZES, GPU_BATCH_SIZE, spec, options)
 
 
 # Positions one grow worker expands at once (``--parallel-searches``) when not
@@ -58,31 +90,54 @@ def default_batch_size(spec: str | EngineSpec) -> int:
 DEFAULT_PARALLEL_SEARCHES = {"builtin": 1, "usi": 1, "torch": 4, "onnx": 4}
 
 
-def default_parallel_searches(spec: str | EngineSpec) -> int:
-    """``grow --parallel-searches`` for ``spec`` when none is given (``blend:BOOK:INNER``:
-    INNER's)."""
-    return _by_kind(DEFAULT_PARALLEL_SEARCHES, spec)
+def default_parallel_searches(spec: str | EngineSpec,
+                              options: Mapping[str, Any] | None = None) -> int:
+    """``grow --parallel-searches`` for ``spec``
+    when none is given (``blend:BOOK:INNER``: INNER's), on the device its evaluator
+    ``options`` choose (:func:`default_device`)."""
+    return _by_kind(DEFAULT_PARALLEL_SEARCHES, GPU_PARALLEL_SEARCHES, spec, options)
+
+
+# Games one self-play worker plays at once (``selfplay --parallel-games``) when
+# not given: on the CPU one (each game's search takes the whole batch, as
+# before: games played together search with batch / K leaves and were no
+# faster here, see benchmarks/bench_selfplay.py --network); on a GPU 64.
+DEFAULT_PARALLEL_GAMES = {"builtin": 1, "usi": 1, "torch": 1, "onnx": 1}
+
+
+def default_parallel_games(spec: str | EngineSpec,
+                           options: Mapping[str, Any] | None = None) -> int:
+    """``selfplay --parallel-games`` for an MCTS player over ``spec`` when none is
+    given, on the device its evaluator ``options`` choose (:func:`default_device`)."""
+    return _by_kind(DEFAULT_PARALLEL_GAMES, GPU_PARALLEL_SEARCHES, spec, options)
+
+
+def parallel_games_help() -> str:
+    """:func:`default_parallel_games` in words, for the --parallel-games help text."""
+    return (f"default: {_network_default(DEFAULT_PARALLEL_GAMES, GPU_PARALLEL_SEARCHES)}, "
+            f"{DEFAULT_PARALLEL_GAMES['builtin']} otherwise")
+
+
+def _network_default(defaults: dict[str, int], gpu: int) -> str:
+    cpu = sorted({size for kind, size in defaults.items() if kind in _NETWORKS})
+    assert len(cpu) == 1
+    return f"auto: {cpu[0]} on cpu, {gpu} on cuda for torch: and onnx: (by --device)"
 
 
 def parallel_searches_help() -> str:
     """The defaults above in words, for --parallel-searches help texts."""
-    networks = sorted({size for kind, size in DEFAULT_PARALLEL_SEARCHES.items()
-                       if kind in ("torch", "onnx")})
-    assert len(networks) == 1
-    return (f"default: {networks[0]} for torch: and onnx:, "
+    return (f"default: {_network_default(DEFAULT_PARALLEL_SEARCHES, GPU_PARALLEL_SEARCHES)}, "
             f"{DEFAULT_PARALLEL_SEARCHES['builtin']} for builtin and usi: "
             "(blend: as its inner evaluator)")
 
 
 def batch_size_help() -> str:
     """The defaults above in words, for --batch-size help texts."""
-    by_size: dict[int, list[str]] = {}
-    for kind, size in DEFAULT_BATCH_SIZES.items():
-        if kind != "usi":
-            by_size.setdefault(size, []).append(f"{kind}:" if kind != "builtin" else kind)
-    parts = [f"{size} for {' and '.join(kinds)}" for size, kinds in
-             sorted(by_size.items(), reverse=True)]
-    return "default: " + ", ".join(parts) + " (blend: as its inner evaluator)"
+    others = sorted({size for kind, size in DEFAULT_BATCH_SIZES.items()
+                     if kind not in _NETWORKS and kind != "usi"})
+    assert others == [DEFAULT_BATCH_SIZES["builtin"]]
+    return (f"default: {_network_default(DEFAULT_BATCH_SIZES, GPU_BATCH_SIZE)}, "
+            f"{others[0]} for builtin (blend: as its inner evaluator)")
 
 
 def make_evaluator(spec: str | EngineSpec, **options: Any) -> Evaluator:

@@ -35,6 +35,19 @@ SearchSteps = Generator[list[cshogi.Board], list[Evaluation], R]
 """A resumable search that returns R: it yields batches of boards to evaluate
 and is sent their evaluations, in order (see :meth:`Mcts.searching`)."""
 
+
+
+def run_search(steps: SearchSteps[R], evaluator: Evaluator) -> R:
+    """Drive a resumable search to its end, its leaves evaluated by ``evaluator``."""
+    try:
+        boards = next(steps)
+        while True:
+            boards = steps.send(evaluator.evaluate(boards))
+    except StopIteration as stop:
+        result: R = stop.value
+        return result
+
+
 C_BASE = 19652.0
 C_INIT = 1.25
 
@@ -211,14 +224,7 @@ class Mcts:
     def search(self, board: cshogi.Board, root_evaluation: Evaluation | None = None
                ) -> MctsResult:
         """Search ``board`` (left unchanged) with the playout budget."""
-        searching = self.searching(board, root_evaluation)
-        try:
-            boards = next(searching)
-            while True:
-                boards = searching.send(self.evaluator.evaluate(boards))
-        except StopIteration as stop:
-            result: MctsResult = stop.value
-            return result
+        return run_search(self.searching(board, root_evaluation), self.evaluator)
 
     def searching(self, board: cshogi.Board, root_evaluation: Evaluation | None = None
                   ) -> SearchSteps[MctsResult]:

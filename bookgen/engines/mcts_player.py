@@ -17,7 +17,7 @@ import cshogi
 import numpy as np
 
 from bookgen.engines.factory import make_evaluator
-from bookgen.engines.mcts import Mcts, MctsSettings
+from bookgen.engines.mcts import Mcts, MctsSettings, SearchSteps, run_search
 from bookgen.engines.protocols import MoveChoice, MoveRecord
 from bookgen.values import MATE_VALUE, value_to_cp
 
@@ -54,6 +54,14 @@ class MctsPlayer:
 
     def choose(self, game: GameState, clock: ClockState | None,
                rng: np.random.Generator) -> MoveChoice:
+        return run_search(self.choosing(game, clock, rng), self.evaluator)
+
+    def choosing(self, game: GameState, clock: ClockState | None,
+                 rng: np.random.Generator) -> SearchSteps[MoveChoice]:
+        """:meth:`choose` as a resumable search
+        (:data:`bookgen.engines.mcts.SearchSteps`): it yields the search's
+        leaves for whoever evaluates them (with this player's evaluator, or
+        the leaves of many games together: ``selfplay --parallel-games``)."""
         board = game.board
         if game.can_declare():
             return MoveChoice(declare=True, score_cp=MATE_VALUE)
@@ -65,7 +73,7 @@ class MctsPlayer:
                               record=MoveRecord("search", mate=1, bound="exact", pv=(usi,)))
         play = self.play
         sampling = game.ply < play.opening.random_moves
-        result = (self.sampling_search if sampling else self.search).search(board)
+        result = yield from (self.sampling_search if sampling else self.search).searching(board)
         if not result.moves:  # the game loop never asks without legal moves
             return MoveChoice(resign=True, score_cp=-MATE_VALUE)
         best = result.moves[0]

@@ -26,7 +26,7 @@ from bookgen.engines.restart import BEST_LINE_RETRIES, RestartPolicy, SearchLimi
 from bookgen.engines.spec import EngineSpec, parse_spec
 from bookgen.errors import BookgenError, SettingsError
 
-__all__ = ["BEST_LINE_RETRIES", "EngineSettings", "engine_settings"]
+__all__ = ["BEST_LINE_RETRIES", "EngineSettings", "engine_settings", "unknown_best_line_engine"]
 
 _MAX_BUILTIN_DEPTH = 64    # builtin depth when only a node budget is given
 
@@ -149,4 +149,18 @@ def engine_settings(engine: str = "builtin", engine_options: dict[str, str] | No
     if spec is not None and spec.is_usi and spec.argument.strip():
         limits = SearchLimits(nodes, byoyomi, movetime, depth).or_default()
         return EngineSettings(spec, options, limits, timeout, RestartPolicy(retries))
-    raise BookgenError(f"unknown engine {engine!r} (use builtin or usi:COMMAND)")
+    raise BookgenError(unknown_best_line_engine(engine, spec))
+
+
+def unknown_best_line_engine(text: str, spec: EngineSpec | None) -> str:
+    """Why ``text`` (parsed: ``spec``) cannot analyse best lines (refine search).
+
+    A network (``torch:``, ``onnx:``, ``blend:``) is refused with its reason:
+    refine search stores an engine's own search, independent of the MCTS over
+    the network that grew the book; run the network's search as a USI engine
+    (dlshogi) for that."""
+    if spec is not None and spec.base.is_network:
+        return (f"refine search: {text} is a network, which has no search of its own (its "
+                "MCTS values are what grow stores); use builtin or usi:COMMAND, e.g. a "
+                "dlshogi USI engine for the network's search")
+    return f"unknown engine {text!r} (use builtin or usi:COMMAND)"

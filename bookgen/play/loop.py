@@ -24,6 +24,15 @@ and then, in this order:
 When the game is over, each player that has a ``game_over`` method (USI
 engines: ``gameover win|lose|draw``) is told its result.
 
+:func:`playing_game` is the loop itself, as a resumable game
+(:data:`GameSteps`): with ``searching`` set, a player that can search
+resumably (``choosing``, as :class:`bookgen.engines.mcts_player.MctsPlayer`)
+yields its leaves to whoever drives the game, so that one evaluator can
+serve many games at once (``selfplay --parallel-games``,
+:class:`bookgen.engines.batching.SearchBatcher`). :func:`play_game` drives
+it without ``searching``: every player chooses by itself and nothing is
+yielded.
+
 This module sits above the engines layer (it asks players), the rest of
 :mod:`bookgen.play` below it.
 """
@@ -31,19 +40,19 @@ This module sits above the engines layer (it asks players), the rest of
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 
 import cshogi
 import numpy as np
 
-from bookgen.engines.protocols import MoveChoice, MoveRecord, Player, PlayerFailure
+from bookgen.engines.protocols import Evaluation, MoveChoice, MoveRecord, Player, PlayerFailure
 from bookgen.errors import SettingsError
 from bookgen.play.clock import ClockState, TimeControl
 from bookgen.play.rules import DECLARATION_RULES, GameState, Outcome, Reason, Result
 from bookgen.timestamps import utc_now
 
-__all__ = ["GameRules", "PlayedGame", "play_game"]
+__all__ = ["GameRules", "GameSteps", "PlayedGame", "play_game", "playing_game"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,13 @@ class PlayedGame:
         return len(self.moves)
 
 
+GameSteps = Generator[list[cshogi.Board], list[Evaluation], PlayedGame]
+"""A game as a resumable game (:func:`playing_game`): it yields the batches of
+leaves its players' searches need evaluated, is sent their evaluations, in
+order, and returns the :class:`PlayedGame` (the form of
+:data:`bookgen.engines.mcts.SearchSteps`)."""
+
+
 def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: GameRules, *,
               clock: TimeControl | None = None, rng: np.random.Generator | None = None,
               on_decision: Callable[[GameState, MoveChoice], None] | None = None,
@@ -122,6 +138,27 @@ def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: G
     (when it has one) once at the end with its result (``win``, ``lose`` or
     ``draw``; a player playing both sides gets black's).
     """
+    steps = playing_game(start, players, rules, clock=clock, rng=rng, on_decision=on_decision,
+                         side_controls=side_controls)
+    try:
+        next(steps)
+    except StopIteration as stop:
+        played: PlayedGame = stop.value
+        return played
+    raise AssertionError("a game played without searching yields no leaves")
+
+
+def playing_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: GameRules, *,
+                 clock: TimeControl | None = None, rng: np.random.Generator | None = None,
+                 on_decision: Callable[[GameState, MoveChoice], None] | None = None,
+                 side_controls: Mapping[int, TimeControl] | None = None,
+                 searching: bool = False) -> GameSteps:
+    """:func:`play_game` as a resumable game (:data:`GameSteps`). With
+    ``searching``, a player with a ``choosing`` method (a resumable
+    ``choose``: it yields its search's leaves and returns the choice) chooses
+    through it, and its leaves are yielded to the driver; the others choose
+    by themselves. The time a choice took then includes whatever the driver
+    did in between (other games' searches)."""
     started_at, wall_start = utc_now(), time.perf_counter()
     game = GameState(start, max_ply=None, declaration_rule=rules.declaration_rule,
                      resign=rules.resign_cp, resign_moves=rules.resign_moves)
@@ -142,7 +179,9 @@ def play_game(start: cshogi.Board | str, players: Mapping[int, Player], rules: G
         player = players[turn]
         move_start = time.perf_counter()
         try:
-            choice = player.choose(game, clocks, rng)
+            choosing = getattr(player, "choosing", None) if searching else None
+            choice = (player.choose(game, clocks, rng) if choosing is None
+                      else (yield from choosing(game, clocks, rng)))
         except PlayerFailure as failure:
             engine_seconds += time.perf_counter() - move_start
             if failure.reason is Reason.TIME_FORFEIT:

@@ -28,8 +28,8 @@ from typing import Any
 from bookgen.engines.network.naming import parse_network_name
 from bookgen.errors import BookgenError, SettingsError
 
-__all__ = ["DEVICES_HELP", "GPU_INSTALL", "PROVIDER_NAMES", "NetworkSettings", "onnx_providers",
-           "parse_providers", "torch_device"]
+__all__ = ["DEVICES_HELP", "GPU_INSTALL", "PROVIDER_NAMES", "NetworkSettings", "device_class",
+           "gpu_present", "onnx_providers", "parse_providers", "torch_device"]
 
 GPU_INSTALL = "pip install 'bookgen[gpu]' (onnxruntime-gpu) and a CUDA build of torch"
 DEVICES_HELP = "auto (CUDA when present), cpu, cuda or cuda:N"
@@ -203,3 +203,33 @@ def onnx_providers(settings: NetworkSettings, available: Sequence[str]
             options = {"device_id": index}
         result.append((name, options))
     return result
+
+
+def gpu_present(runtime: str) -> bool:
+    """Whether ``runtime`` (``"torch"`` or ``"onnx"``) offers a GPU here: a CUDA
+    build of torch that finds a GPU, or an onnxruntime with the CUDA provider.
+    The one device query behind :func:`device_class` (tests replace it)."""
+    if runtime == "torch":
+        try:
+            import torch
+        except ImportError:
+            return False
+        return (torch.version.cuda is not None and torch.cuda.is_available()
+                and torch.cuda.device_count() > 0)
+    try:
+        import onnxruntime
+    except ImportError:
+        return False
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+def device_class(settings: NetworkSettings, runtime: str) -> str:
+    """``"cuda"`` or ``"cpu"``: where a ``runtime`` network (``"torch"`` or
+    ``"onnx"``) runs with ``settings``, for the defaults that depend on it
+    (batch size, parallel searches). A GPU asked for counts as there (the
+    evaluator says so when it is not); ``auto`` asks :func:`gpu_present`."""
+    if settings.device == "cpu" or (settings.providers and not settings.wants_gpu):
+        return "cpu"
+    if settings.wants_gpu:
+        return "cuda"
+    return "cuda" if gpu_present(runtime) else "cpu"
