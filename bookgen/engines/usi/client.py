@@ -561,8 +561,10 @@ class UsiEngine:
         from here, as the engine's clock does (:attr:`search_started`)."""
         if not self._searching:
             raise UsiError(f"{self._label()}: ponderhit without a search running")
-        self.send("ponderhit")
+        # The time is taken before the line goes out: the engine's answer may come
+        # (and its clock move on) before send returns.
         self._search_started = self.clock()
+        self.send("ponderhit")
 
     @property
     def searching(self) -> bool:
