@@ -784,6 +784,7 @@ def test_batched_writer_writes_what_the_old_writer_wrote(tmp_path, monkeypatch, 
         monkeypatch.setattr(writes, "STREAM_SHARE", share)
     if share == 0.0:   # and the table read, compared and streamed 7 rows at a time
         monkeypatch.setattr(writes, "_BATCH", 7)
+        monkeypatch.setattr(writes, "_STREAM_BATCH", 5)
 
     options = {k: v for k, v in settings.items() if k != "draws"}
     if "draws" in settings:
