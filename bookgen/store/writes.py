@@ -139,11 +139,11 @@ def _joined_moves_are(text: str, names: np.ndarray, moves: np.ndarray) -> bool:
 _STREAM_BATCH = 1 << 16   # items of a streamed column made at once
 
 
-def _streamed(column: np.ndarray) -> Iterator[Any]:
-    """The items of a numpy integer column as SQL values (:data:`~bookgen.arrays.NULL`:
-    None), made a batch at a time."""
-    return chain.from_iterable(_params(column[start:start + _STREAM_BATCH])
-                               for start in range(0, len(column), _STREAM_BATCH))
+def _streamed(column: np.ndarray, rows: np.ndarray) -> Iterator[Any]:
+    """The items ``rows`` of a numpy integer column as SQL values
+    (:data:`~bookgen.arrays.NULL`: None), made a batch at a time."""
+    return chain.from_iterable(_params(column[rows[start:start + _STREAM_BATCH]])
+                               for start in range(0, len(rows), _STREAM_BATCH))
 
 
 def _changed_moves(conn: sqlite3.Connection, moves: MinimaxMoves, stored: np.ndarray,
@@ -198,17 +198,16 @@ def _stream_moves(conn: sqlite3.Connection, moves: MinimaxMoves, stored: np.ndar
 
     Each row's position id is checked against the column's as the scan meets it: a
     row out of step is not written and the count tells, and nothing is kept."""
-    child = moves.child[stored]
-    columns = {"bookgen_position": moves.position_id[stored],
-               "bookgen_value": moves.value[stored], "bookgen_depth": moves.depth[stored]}
+    columns = {"bookgen_position": moves.position_id, "bookgen_value": moves.value,
+               "bookgen_depth": moves.depth}
     sets = "minimax_value = bookgen_value(), minimax_depth = bookgen_depth()"
-    if (child != NULL).any():
+    if (moves.child[stored] != NULL).any():
         # coalesce evaluates its first argument for every row (the stream must move
         # on at each row); a row with a link has no child here (it keeps its own).
-        columns["bookgen_child"] = child
+        columns["bookgen_child"] = moves.child
         sets += ", child_id = coalesce(bookgen_child(), child_id)"
     for name, column in columns.items():
-        conn.create_function(name, 0, _streamed(column).__next__)
+        conn.create_function(name, 0, _streamed(column, stored).__next__)
     try:
         # (+position_id: a comparison the planner cannot serve by a key lookup)
         written = conn.execute(f"UPDATE moves SET {sets} "
