@@ -17,7 +17,9 @@ process:
 - ``sqlite``: the three above together, the whole job through the SQLite book;
 - ``base`` (with ``--baseline PYTHON``): the file to file refine of another
   checkout's bookgen (its venv's interpreter), to measure a change before and
-  after in one run; its output must be the same bytes.
+  after in one run; its output must be the same bytes. With the SQLite runs,
+  ``base-ref`` too: that bookgen's ``refine minimax`` on a copy of the same
+  imported book, whose export must be the same bytes as well.
 
 ``--runs file`` leaves out the SQLite runs (``--runs sqlite`` the file run).
 
@@ -251,6 +253,14 @@ def bench(source: Path, peta: Path | None, parts: list[str], baseline: str | Non
     if "sqlite" in parts:
         runs["import"] = measure("import", bookgen("import", source, "-b", book))
         shutil.copyfile(book, imported)
+        if baseline is not None:
+            base_book = work / "base.sqlite"
+            shutil.copyfile(book, base_book)
+            runs["base-ref"] = measure("base-ref", bookgen("refine", "minimax", "-b",
+                                                           base_book, python=baseline))
+            measure("base-exp", bookgen("export", "--values", "minimax", "-b", base_book,
+                                        "-o", work / "base-sqlite.db"))
+            remove_book(base_book)
         runs["refine"] = measure("refine", bookgen("refine", "minimax", "-b", book))
         runs["export"] = measure("export", bookgen("export", "--values", "minimax", "-b",
                                                    book, "-o", work / "sqlite.db"))
@@ -258,12 +268,14 @@ def bench(source: Path, peta: Path | None, parts: list[str], baseline: str | Non
                                                                              "sqlite")
     anchor = runs.get("peta")
     print(f"{'run':<8} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'x peta':>7} {'goal':>6}")
-    for name in ("peta", "base", "file", "sqlite", "import", "refine", "export"):
+    for name in ("peta", "base", "file", "sqlite", "import", "base-ref", "refine", "export"):
         if name not in runs:
             continue
         run = runs[name]
         ratio = f"{run.wall / anchor.wall:7.2f}" if anchor else f"{'-':>7}"
         goal = f"{GOALS[name]:6.1f}" if name in GOALS else f"{'':>6}"
+        if name == "base-ref":
+            goal = f"{GOALS['refine']:6.1f}"
         print(f"{name:<8} {run.wall:>8.1f} {run.cpu:>8.1f} {run.peak_mb:>8.0f} {ratio} {goal}",
               flush=True)
     ours = work / ("file.db" if "file" in parts else "sqlite.db")
@@ -273,6 +285,9 @@ def bench(source: Path, peta: Path | None, parts: list[str], baseline: str | Non
     if baseline is not None:
         same = (work / "base.db").read_bytes() == ours.read_bytes()
         print(f"the baseline ({baseline}) writes the same bytes: {same}")
+        if "sqlite" in parts:
+            same = (work / "base-sqlite.db").read_bytes() == (work / "sqlite.db").read_bytes()
+            print(f"the baseline's refine and export write the same bytes: {same}")
     if anchor:
         print(compare_values(source, ours, work / "peta.db"))
     print(f"load average after: {os.getloadavg()[0]:.2f} (a shared machine: compare CPU "
@@ -291,7 +306,8 @@ def main() -> None:
                         default=["file", "sqlite"],
                         help="bookgen's runs: file to file, and/or import + refine + export")
     parser.add_argument("--baseline", metavar="PYTHON",
-                        help="also run the file to file refine with this interpreter's "
+                        help="also run the file to file refine (and, with the SQLite runs, "
+                        "the refine of the same imported book) with this interpreter's "
                         "bookgen (another checkout's venv: before and after in one run)")
     args = parser.parse_args()
     if args.peta is not None and not os.access(args.peta, os.X_OK):

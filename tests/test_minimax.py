@@ -766,15 +766,25 @@ def books_to_refine(tmp_path: Path) -> list[Path]:
     return [imported, changed, grown]
 
 
+@pytest.mark.parametrize("share", [0.0, None, 2.0])   # always stream, as shipped, never
 @pytest.mark.parametrize("settings", [{}, {"method": "negascout"},
                                       {"draws": (450, 600)}])
-def test_batched_writer_writes_what_the_old_writer_wrote(tmp_path, monkeypatch, settings):
+def test_batched_writer_writes_what_the_old_writer_wrote(tmp_path, monkeypatch, settings,
+                                                         share):
     """The same rows, values, links and run counts as the writer it replaced, on
-    every kind of book, and the same again when refined a second time."""
+    every kind of book, and the same again when refined a second time: whether the
+    moves rows are streamed in one UPDATE or updated by key."""
     import shutil
 
     from bookgen.refine import minimax
+    from bookgen.store import writes
     from bookgen.values import DrawValues
+
+    if share is not None:
+        monkeypatch.setattr(writes, "STREAM_SHARE", share)
+    if share == 0.0:   # and the table read, compared and streamed 7 rows at a time
+        monkeypatch.setattr(writes, "_BATCH", 7)
+        monkeypatch.setattr(writes, "_STREAM_BATCH", 5)
 
     options = {k: v for k, v in settings.items() if k != "draws"}
     if "draws" in settings:
@@ -810,19 +820,22 @@ refine_minimax(sys.argv[1])
 """
 
 
+@pytest.mark.parametrize("which", [0, 1])
 @pytest.mark.parametrize("how", ["command", "spilling"])
-def test_refine_killed_while_writing_leaves_the_book_as_it_was(tmp_path, how):
+def test_refine_killed_while_writing_leaves_the_book_as_it_was(tmp_path, how, which):
     """kill -9 in the middle of the write (the moves rows updated, the transposition
     rows not yet inserted): the book file is byte for byte what it was, every row
     with it, and a refine then gives what it would have given. ``spilling``: with
-    the changes already in the write-ahead log."""
+    the changes already in the write-ahead log. Book 0 (imported: every row changes)
+    has its moves rows streamed in one UPDATE, book 1 (links, earlier transposition
+    rows, stale ones, values that are no integers) updated by key."""
     import os
     import shutil
     import signal
 
     from conftest import PYTHON, integrity_ok
 
-    book = books_to_refine(tmp_path)[1]   # links, earlier transposition rows, stale ones
+    book = books_to_refine(tmp_path)[which]
     untouched = shutil.copyfile(book, tmp_path / "untouched.sqlite")
     data, rows = book.read_bytes(), book_tables(book)
     script = tmp_path / "refine.py"
@@ -844,6 +857,34 @@ def test_refine_killed_while_writing_leaves_the_book_as_it_was(tmp_path, how):
     killed, clean = book_tables(book), book_tables(untouched)
     assert killed["positions"] == clean["positions"] and killed["moves"] == clean["moves"]
     assert [run[:3] for run in killed["runs"]] == [run[:3] for run in clean["runs"]]
+
+
+def test_streamed_write_out_of_step_writes_nothing(tmp_path):
+    """The streamed UPDATE checks each row's position against its values' column: rows
+    given in another order than the table's are refused, and the book keeps its rows."""
+    import numpy as np
+
+    from bookgen.arrays import NULL
+    from bookgen.store import Book, writes
+
+    book = import_book(tmp_path, shuffle_book(5, positions=40, push_rate=0.3))
+    before = book_tables(book)
+    with Book(book) as store:
+        (n,) = store.conn.execute("SELECT count(*) FROM moves").fetchone()
+        pids = np.array([p for (p,) in store.conn.execute(
+            "SELECT position_id FROM moves ORDER BY position_id, move")], dtype=np.int64)
+        moves = writes.MinimaxMoves(pids, np.zeros(n, dtype=np.int64), ["x"],
+                                    np.arange(n, dtype=np.int64), np.full(n, 3),
+                                    np.full(n, NULL), np.ones(n, dtype=bool))
+        with pytest.raises(RuntimeError, match="out of step"):
+            with store.transaction():
+                writes._stream_moves(store.conn, moves, np.arange(n)[::-1].copy())
+        assert book_tables(book) == before
+        with store.transaction():   # in step: every row written
+            writes._stream_moves(store.conn, moves, np.arange(n))
+        written = [v for (v,) in store.conn.execute(
+            "SELECT minimax_value FROM moves ORDER BY position_id, move")]
+    assert written == list(range(n))
 
 
 GRAPH_FIELDS = ("position_ids", "turn", "in_check", "indptr", "target", "kind", "value",
