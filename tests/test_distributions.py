@@ -55,7 +55,10 @@ def old_distributions(path: Path) -> dict:
             "best": conn.execute(
                 "SELECT p.turn, max(m.value) FROM moves m JOIN positions p ON "
                 f"p.id = m.position_id WHERE {OWN} GROUP BY m.position_id").fetchall(),
-            "runs": conn.execute("SELECT count(*) FROM runs").fetchone()[0],
+            "runs": conn.execute("SELECT count(*) FROM runs WHERE command != 'link'"
+                                 ).fetchone()[0],
+            "link_runs": conn.execute("SELECT count(*) FROM runs WHERE command = 'link'"
+                                      ).fetchone()[0],
         }
     finally:
         conn.close()
@@ -67,7 +70,7 @@ def old_stats(path: Path) -> dict:
     best = pd.DataFrame(found["best"], columns=["turn", "best"], dtype=float)
     return {"book": str(path), "positions": found["positions"],
             "positions_with_moves": found["with_moves"], "moves": found["moves"],
-            "runs": found["runs"], "ply": _old_describe(ply),
+            "runs": found["runs"], "link_runs": found["link_runs"], "ply": _old_describe(ply),
             "value_black": _old_describe(best.loc[best["turn"] == 0, "best"]),
             "value_white": _old_describe(best.loc[best["turn"] == 1, "best"])}
 

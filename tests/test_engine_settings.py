@@ -85,7 +85,7 @@ def test_settings_fields():
     ({"engine_options": {"Threads": "1"}}, "engine.options",
      "--engine-option, --byoyomi, --movetime and --engine-timeout apply to usi: engines only"),
     ({"byoyomi": 100}, "engine.options", "apply to usi: engines only"),
-    ({"engine": "torch:m.pt"}, None, "unknown engine 'torch:m.pt' (use builtin or usi:COMMAND)"),
+    ({"engine": "torch:m.pt"}, None, "torch:m.pt is a network, which has no search of its own"),
     ({"engine": "usi:  "}, None, "unknown engine 'usi:  '"),
     ({"engine": "nonsense"}, None, "unknown engine 'nonsense'"),
     ({"engine": "mcts:builtin"}, None, "unknown engine 'mcts:builtin'"),
