@@ -9,11 +9,14 @@ import json
 import signal
 from pathlib import Path
 
+import cshogi
+import numpy as np
 import pytest
 
 from bookgen.cycle.config import load_config
 from bookgen.cycle.generations import STAGES, Generation
 from bookgen.errors import BookgenError
+from bookgen.position import parse_position_spec
 from conftest import run_bookgen_process, run_cli
 
 FAIRY = "/usr/games/fairy-stockfish"
@@ -81,7 +84,8 @@ threads = 1
 """
 
 # Outputs that only depend on the inputs of their stage (not on timing).
-DETERMINISTIC = ("input.pt", "mistakes.txt", "mistakes.hcpe", "starts.txt", "suite.txt",
+DETERMINISTIC = ("input.pt", "mistakes.txt", "mistakes.hcpe", "held-out.hcpe", "starts.txt",
+                 "suite.txt",
                  "games/00-self-self.hcpe", "games/01-refine-black.hcpe",
                  "games/01-refine-white.hcpe", "model.pt")
 
@@ -131,6 +135,21 @@ def test_a_generation_runs_every_stage(finished):
     # min_los 0: any result promotes; the next generation starts from the trained net
     assert summary["promoted"] and summary["best_network"] == "gen-000/model.pt"
     assert summary["book"]["positions"] == stages["grow"]["positions"]
+    # the held-out mistakes never start a game, and training is measured on exactly them
+    rule = load_config(finished).mistakes
+    found = [line for line in (gen / "mistakes.txt").read_text().splitlines() if line]
+    held_out = {line for line in found if rule.held_out(line)}
+    starts = set((gen / "starts.txt").read_text().split("\n")) - {""}
+    assert held_out and len(held_out) < len(found)
+    assert not held_out & starts and starts <= set(found)
+    records = np.fromfile(gen / "held-out.hcpe", dtype=cshogi.HuffmanCodedPosAndEval)
+    assert 0 < len(records) == stages["mistakes"]["held_out_records"] <= len(held_out)
+    board = cshogi.Board()
+    held_sfens = {parse_position_spec(line)[0].sfen().rsplit(" ", 1)[0] for line in held_out}
+    for record in records:   # hcp keeps no move number
+        board.set_hcp(record["hcp"])
+        assert board.sfen().rsplit(" ", 1)[0] in held_sfens
+    assert stages["train"]["held_out_before"] is not None
     # the intermediate books are gone, the generation's book stays
     assert not (gen / "grown.sqlite").exists() and (gen / "book.sqlite").is_file()
     # a rerun finds everything done and changes nothing
@@ -250,6 +269,8 @@ def test_a_changed_config_is_refused(finished, tmp_path):
      "network.start must be 'init' or a bookgen model file (.pt"),
     (("[blend]\nselfplay = true\nmatch = true\n", "[blend]\nselfplay = 1\n"),
      "blend.selfplay must be true or false, not 1"),
+    (("diff_cp = 50\n", "diff_cp = 50\nheld_out_share = 1.5\n"),
+     "mistakes.held_out_share must be between 0 and 1"),
     (("seed = 3\n", "seed = 3\nmatch = 3\n"), "not valid TOML"),
     (("seed = 3\n", "seed = [\n"), "not valid TOML"),
 ])

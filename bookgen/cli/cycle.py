@@ -9,8 +9,9 @@ call of a stage's library function with settings built from the config
 the refine engine, ``searched.sqlite``), ``mistakes``
 (:func:`bookgen.refine.mistakes.mistakes`, ``book.sqlite``,
 ``mistakes.txt``/``.json`` and ``mistakes.hcpe``: the mistake positions with
-the refine engine's score and move, on which training reports the value loss
-before and after), ``starts`` (``starts.txt``), ``selfplay``
+the refine engine's score and move; ``held-out.hcpe``: the share of them that
+are never self-play starts, on which training reports the value loss before
+and after), ``starts`` (``starts.txt``), ``selfplay``
 (:func:`bookgen.selfplay.games.selfplay`: ``games/*.hcpe`` and ``csa/``),
 ``train`` (:func:`bookgen.selfplay.train.train`, ``model.pt``), ``suite``
 (:func:`bookgen.analysis.suites.make_suite`, ``suite.txt``), ``match``
@@ -289,9 +290,13 @@ def stage_mistakes(ctx: _Context) -> dict[str, Any]:
             [m.as_dict() for m in found], indent=1) + "\n").encode())
         records = _mistake_records(found)
         atomic_write(ctx.path("mistakes.hcpe"), records)
+        held_out = _mistake_records([m for m in found
+                                     if ctx.config.mistakes.held_out(position_line(m))])
+        atomic_write(ctx.path("held-out.hcpe"), held_out)
         sizes = sorted(abs(m.difference) for m in found)
         return {"run_id": summary.run_id, "compared": summary.compared,
                 "mistakes": len(found), "records": len(records) // 38,
+                "held_out_records": len(held_out) // 38,
                 "kinds": {k: sum(m.kind == k for m in found) for k in
                           sorted({m.kind for m in found})},
                 "size_mean_cp": round(sum(sizes) / len(sizes), 1) if sizes else None,
@@ -311,7 +316,9 @@ def stage_starts(ctx: _Context) -> dict[str, Any]:
     source = section.source
     lines: list[str] = []
     if source == "mistakes":
-        lines = [line for line in ctx.path("mistakes.txt").read_text().splitlines() if line]
+        # The held-out mistakes stay out of self-play: training is measured on them.
+        lines = [line for line in ctx.path("mistakes.txt").read_text().splitlines()
+                 if line and not ctx.config.mistakes.held_out(line)]
         if section.limit is not None and len(lines) > section.limit:
             lines = sorted(random.Random(ctx.seed).sample(lines, section.limit))
     elif source != "initial":
@@ -428,7 +435,7 @@ def stage_train(ctx: _Context) -> dict[str, Any]:
              if run["positions"]]
     if not files:
         raise BookgenError(f"{ctx.gen.name}: self-play wrote no training records")
-    held_out = ctx.path("mistakes.hcpe")
+    held_out = ctx.path("held-out.hcpe")
     eval_on = (held_out,) if held_out.stat().st_size else ()
     try:
         settings = TrainSettings(

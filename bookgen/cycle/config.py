@@ -133,14 +133,25 @@ class SearchStage:
 
 @dataclass(frozen=True)
 class MistakesStage:
-    """refine mistakes: dlshogi's diff_eval rule (``threshold_cp``, ``diff_cp``)."""
+    """refine mistakes: dlshogi's diff_eval rule (``threshold_cp``, ``diff_cp``).
+    ``held_out_share`` of the mistakes (picked by a hash of the position, the same
+    in every run) are never self-play starts: training reports its value loss on
+    them."""
 
     threshold_cp: int = 150
     diff_cp: int = 200
+    held_out_share: float = 0.5
 
     def __post_init__(self) -> None:
         at_least("threshold_cp", self.threshold_cp, 0)
         at_least("diff_cp", self.diff_cp, 0)
+        if not 0 <= self.held_out_share <= 1:
+            raise SettingsError("held_out_share", "must be between 0 and 1")
+
+    def held_out(self, position: str) -> bool:
+        """Whether the mistake at ``position`` (its position line) is held out."""
+        digest = hashlib.blake2b(position.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") < self.held_out_share * 2.0 ** 64
 
 
 @dataclass(frozen=True)
