@@ -272,6 +272,15 @@ def small_grow(playouts: int, positions: int, seed: int = 0, **fields) -> GrowSe
                         budget=GrowBudget(positions=positions), seed=seed, **fields)
 
 
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """Where a browser test saves its screenshot ``name``: the README's image in
+    docs/images when BOOKGEN_WRITE_SCREENSHOTS=1 (to refresh it), otherwise
+    ``tmp_path``, so a test run leaves the checkout as it was."""
+    if os.environ.get("BOOKGEN_WRITE_SCREENSHOTS") == "1":
+        return ROOT / "docs" / "images" / name
+    return tmp_path / name
+
+
 def run_cli(*args: object, expect: int | None = 0):
     """Invoke ``bookgen ARGS`` in-process; checks the exit code unless ``expect`` is None."""
     runner = CliRunner()

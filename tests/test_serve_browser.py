@@ -3,7 +3,8 @@ DevTools protocol (tests/cdp.py), with no CJK font, against the explorer served 
 uvicorn on 127.0.0.1. Never skipped: a machine without chromium fails here (``make
 engines`` installs it).
 
-The run also writes the README's screenshot, docs/images/explorer.png.
+The run also saves the README's screenshot (docs/images/explorer.png with
+BOOKGEN_WRITE_SCREENSHOTS=1, else in the test's temporary folder).
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from PIL import Image
 from bookgen.diagram import Layout
 from bookgen.files import atomic_write
 from cdp import Browser
-from conftest import ROOT
+from conftest import screenshot_path
 from serve_books import LiveServer, book_rows, make_explorer_book
 
-README_SHOT = ROOT / "docs" / "images" / "explorer.png"
 CELL = 44   # the explorer's board cell (bookgen.explore.pages.board_html)
 
 
@@ -130,8 +130,9 @@ def test_explore_in_chromium(made, tmp_path, no_cjk_env):
         assert nothing < king / 10, (nothing, king)
 
         # the README's screenshot: the page after the first move
-        atomic_write(README_SHOT, page.screenshot())
-    with Image.open(README_SHOT) as image:
+        shot_path = screenshot_path("explorer.png", tmp_path)
+        atomic_write(shot_path, page.screenshot())
+    with Image.open(shot_path) as image:
         assert image.size == (1280, 1000)
 
 

@@ -35,13 +35,12 @@ from bookgen.explore.settings import ServeSettings
 from bookgen.files import atomic_write
 from bookgen.store.live_games import LiveFolder, clear_stale, live_folder, read_live_games
 from cdp import Browser
-from conftest import PYTHON, ROOT, run_cli
+from conftest import PYTHON, ROOT, run_cli, screenshot_path
 
 OPENINGS = ["startpos moves 7g7f 3c3d", "startpos moves 2g2f 8c8d"]
 PLAYERS = ["--builtin", "a", "--builtin", "b", "--option", "a:nodes=300",
            "--option", "b:nodes=600", "--nodes", "1", "--max-ply", "60"]
 HELD_AT = 5   # the game is held after this many moves of its own
-README_SHOT = ROOT / "docs" / "images" / "live.png"
 
 
 def write_openings(path: Path) -> Path:
@@ -387,7 +386,8 @@ def test_live_view_in_chromium(tmp_path, no_cjk_env):
     """The page in headless chromium, on a match extended from 2 to 4 games and held in
     the middle of its third: the held game's board drawn with pieces, the standings of
     the first two games and the SPRT's state; once the match has finished, the page
-    refreshes itself to the standings of all four. Writes the README's screenshot."""
+    refreshes itself to the standings of all four. Saves the README's screenshot
+    (see conftest.screenshot_path)."""
     results = tmp_path / "r.sqlite"
     first = start_match(tmp_path, "--games", "2", "--sprt", "a:0,100")
     first.communicate(timeout=300)
@@ -411,7 +411,7 @@ def test_live_view_in_chromium(tmp_path, no_cjk_env):
             on_board = sum(1 for piece in cshogi.Board(sfen).pieces if piece)
             pieces = page.evaluate("document.querySelectorAll('#running svg .piece').length")
             assert pieces >= on_board >= 36
-            atomic_write(README_SHOT, page.screenshot())
+            atomic_write(screenshot_path("live.png", tmp_path), page.screenshot())
             shot = Image.open(io.BytesIO(page.screenshot("#running svg"))).convert("RGB")
             assert len(np.unique(np.asarray(shot).reshape(-1, 3), axis=0)) > 20  # not blank
             finish(process)
