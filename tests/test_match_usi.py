@@ -5,6 +5,7 @@ they receive)."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 import shlex
@@ -18,6 +19,7 @@ import pytest
 from bookgen.analysis.match import MatchSettings, match_player, parse_control
 from bookgen.cli.support import error_text
 from bookgen.engines.player_settings import PlayerSettings
+from bookgen.engines.usi import client
 from bookgen.engines.usi.client import UsiEngine
 from bookgen.engines.usi.player import UsiPlayer
 from bookgen.engines.usi.transcript import Transcript
@@ -417,6 +419,89 @@ def test_the_client_writes_every_line_to_its_transcript(tmp_path):
     text = gzip.decompress((tmp_path / "t.usi.gz").read_bytes()).decode()
     assert text.splitlines()[0].startswith("# started ")
     assert re.search(r"^ +\d+ e > go byoyomi 100$", text, re.M)
+
+
+def test_the_transcript_has_the_engines_stderr_lines_escaped(tmp_path):
+    """stderr lines are in the transcript, marked ``!``, undecodable bytes and
+    control characters escaped (close() waits for the stderr reader to finish)."""
+    transcript = Transcript()
+    engine = UsiEngine(fake("--garbage-stderr", "--stderr-bytes", 200).removeprefix("usi:"))
+    try:
+        engine.transcript = transcript.sink("e")
+        engine.position("startpos")
+        engine.go(byoyomi=100)
+    finally:
+        engine.close()
+    errors = [line for _ms, name, direction, line in transcript.entries if direction == "!"]
+    assert errors == ["x" * 99, "x" * 99, "end of search 1",
+                      "\\xff\\xfe garbage \\x1b[31m\\x00 on stderr \\x80"]
+    assert engine.stderr_bytes > 200   # the tail for error messages is kept as before
+    transcript.save(tmp_path / "t.usi.gz")
+    text = gzip.decompress((tmp_path / "t.usi.gz").read_bytes()).decode()
+    assert re.search(r"^ +\d+ e ! end of search 1$", text, re.M)
+    assert "e ! \\xff\\xfe garbage \\x1b[31m" in text
+
+
+def trickle(data: bytes, size: int) -> io.BufferedReader:
+    """A stream of ``data`` whose reads return at most ``size`` bytes, as a pipe may."""
+    source = io.BytesIO(data)
+
+    class Raw(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, target) -> int:
+            chunk = source.read(min(size, len(target)))
+            target[:len(chunk)] = chunk
+            return len(chunk)
+
+    return io.BufferedReader(Raw(), buffer_size=size)
+
+
+def test_stderr_lines_go_to_the_transcript_only_while_one_is_on():
+    """The stderr reader: lines split across reads are joined, a line over the limit
+    comes in pieces, the last words without a newline count, nothing goes to a tap
+    without a sink, and the ring buffer (the error messages' tail) gets everything."""
+    data = b"first li" + b"ne\r\nsecond\n" + b"y" * (client._STDERR_LINE_LIMIT + 5) + b"\nlast"
+    seen: list[tuple[str, str]] = []
+    tap = client._Tap()
+    tap.sink = lambda direction, line: seen.append((direction, line))
+    buffer = client._RingBuffer(1 << 20)
+    client._drain_stderr(trickle(data, 7), buffer, tap)
+    assert seen == [("!", "first line"), ("!", "second"),
+                    ("!", "y" * client._STDERR_LINE_LIMIT), ("!", "yyyyy"), ("!", "last")]
+    assert buffer.total == len(data)
+    for size in (1, 3, 8192, 8193, 1 << 16):   # however the reads cut it
+        seen.clear()
+        client._drain_stderr(trickle(data, size), client._RingBuffer(100), tap)
+        assert [line for _direction, line in seen][2:4] == ["y" * client._STDERR_LINE_LIMIT,
+                                                           "yyyyy"]
+
+    class Off(client._Tap):
+        def write(self, direction: str, line: str) -> None:
+            seen.append((direction, line))
+
+    seen.clear()
+    client._drain_stderr(trickle(data, 5), client._RingBuffer(100), Off())
+    assert seen == []
+
+
+def test_a_failed_games_transcript_ends_with_the_engines_last_stderr_words(tmp_path):
+    """The engine crashes at its second go after writing garbage and a last line to
+    stderr: the failed game's transcript has both, escaped, and the match goes on."""
+    crash = fake("--garbage-stderr", "--crash-on-go", 2)
+    summary = match(tmp_path, "--engine", f"crash={crash}", "--engine", f"ok={fake()}",
+                    "--byoyomi", "100", "--max-ply", "12", "--transcripts", tmp_path / "t",
+                    "--transcripts-on", "failure")
+    assert summary["reasons"] == {"engine failure": 2}
+    kept = transcripts(tmp_path / "t")
+    assert len(kept) == 2
+    for text in kept.values():
+        errors = [line.split(None, 3)[3] for line in text.splitlines()
+                  if line.split(None, 3)[1:3] == ["crash", "!"]]
+        assert errors[-2:] == ["\\xff\\xfe garbage \\x1b[31m\\x00 on stderr \\x80",
+                               "fake engine: simulated crash"]
+        assert not [line for line in text.splitlines() if line.split(None, 3)[1:3] == ["ok", "!"]]
 
 
 def test_transcripts_of_all_games_or_only_failed_ones(tmp_path):

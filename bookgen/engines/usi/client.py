@@ -8,7 +8,8 @@ forever:
   timeout (:class:`EngineTimeout`);
 - another thread drains stderr continuously into a bounded ring buffer
   (gpsusi writes kilobytes of diagnostics per search and would block on a
-  full pipe otherwise); its tail is quoted in error messages;
+  full pipe otherwise); its tail is quoted in error messages, and its lines
+  go to the transcript while one is on;
 - the end of the process or of its stdout raises :class:`EngineCrashed` with
   the exit code and the stderr tail; :meth:`UsiEngine.restart` relaunches the
   engine and re-applies the options set so far.
@@ -56,8 +57,8 @@ __all__ = [
 
 LineSink = Callable[[str, str], None]
 """Where an engine's transcript goes: called with the direction (``">"``: sent to the
-engine, ``"<"``: received from it) and the line, from the reader thread for received
-lines (see :attr:`UsiEngine.transcript`)."""
+engine, ``"<"``: received from it on stdout, ``"!"``: written by it to stderr) and the
+line, from the reader threads for received lines (see :attr:`UsiEngine.transcript`)."""
 
 _STDOUT_LINE_LIMIT = 1 << 20
 _EOF = object()
@@ -114,17 +115,6 @@ class _RingBuffer:
             return decode_output(bytes(self._data))
 
 
-def _drain_stderr(stream: io.BufferedReader, buffer: _RingBuffer) -> None:
-    try:
-        while True:
-            chunk = stream.read1(65536)
-            if not chunk:
-                break
-            buffer.write(chunk)
-    except (OSError, ValueError):
-        pass
-
-
 class _Tap:
     """The engine's transcript sink, looked up at each line (it changes between games)."""
 
@@ -137,6 +127,43 @@ class _Tap:
                 sink(direction, line)
             except Exception:
                 pass  # a transcript never stops a game
+
+
+_STDERR_LINE_LIMIT = 8192
+"""A stderr line longer than this (bytes) goes to the transcript in pieces."""
+
+
+def _stderr_line(raw: bytes) -> str:
+    """A stderr line fit for the transcript: undecodable bytes and control
+    characters escaped (``\\xff``, ``\\x1b``)."""
+    return printable(decode_output(raw.rstrip(b"\r\n")), 4 * _STDERR_LINE_LIMIT)
+
+
+def _drain_stderr(stream: io.BufferedReader, buffer: _RingBuffer, tap: _Tap) -> None:
+    """Keep stderr flowing into ``buffer`` (the tail for error messages) and,
+    while a transcript is on, its lines to ``tap`` as ``!``, timed as they arrive."""
+    pending = b""
+    try:
+        while True:
+            chunk = stream.read1(65536)
+            if not chunk:
+                break
+            buffer.write(chunk)
+            if tap.sink is None:
+                pending = b""
+                continue
+            *lines, pending = (pending + chunk).split(b"\n")
+            while len(pending) > _STDERR_LINE_LIMIT:
+                lines.append(pending[:_STDERR_LINE_LIMIT])
+                pending = pending[_STDERR_LINE_LIMIT:]
+            for raw in lines:
+                for start in range(0, max(len(raw), 1), _STDERR_LINE_LIMIT):
+                    tap.write("!", _stderr_line(raw[start:start + _STDERR_LINE_LIMIT]))
+    except (OSError, ValueError):
+        pass
+    finally:
+        if pending:
+            tap.write("!", _stderr_line(pending))
 
 
 def _read_stdout(stream: io.BufferedReader, lines: queue.Queue, tap: _Tap) -> None:
@@ -225,7 +252,7 @@ class UsiEngine:
     (:attr:`UsiSearch.elapsed`) and the deadlines; tests give a fake one.
 
     :attr:`transcript` (a :data:`LineSink`, None: off) sees every line sent
-    to the engine and every stdout line received from it, as it happens.
+    to the engine and every stdout and stderr line received from it, as it happens.
     :attr:`go_options` (tokens, none by default) follow the limits of every
     :meth:`go` and :meth:`go_ponder`.
 
@@ -308,7 +335,7 @@ class UsiEngine:
         self._threads = [
             threading.Thread(target=_read_stdout, args=(proc.stdout, self._lines, self._tap),
                              name=f"usi-stdout-{proc.pid}", daemon=True),
-            threading.Thread(target=_drain_stderr, args=(proc.stderr, self._stderr),
+            threading.Thread(target=_drain_stderr, args=(proc.stderr, self._stderr, self._tap),
                              name=f"usi-stderr-{proc.pid}", daemon=True),
         ]
         for thread in self._threads:

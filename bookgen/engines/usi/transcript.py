@@ -9,10 +9,12 @@ renders one line per entry::
     # bookgen match 1a2b3c4d pair 3 ...           (notes, as given)
          12 fsf > position sfen ... moves 7g7f
         431 fsf < bestmove 3c3d ponder 2g2f
+        512 gps ! info: 1234 nodes                     (a line it wrote to stderr)
 
 milliseconds since the transcript began, the engine's name, ``>`` for a line
-sent to the engine and ``<`` for a line received from it. :meth:`Transcript.save`
-writes it gzip-compressed, atomically (:mod:`bookgen.files`).
+sent to the engine, ``<`` for a line received from its stdout and ``!`` for one
+from its stderr (undecodable bytes and control characters escaped as ``\\xNN``).
+:meth:`Transcript.save` writes it gzip-compressed, atomically (:mod:`bookgen.files`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class Transcript:
         self._lock = threading.Lock()
 
     def add(self, name: str, direction: str, line: str) -> None:
-        """One line to (``">"``) or from (``"<"``) the engine ``name``, timed now."""
+        """One line to (``">"``) or from (``"<"``: stdout, ``"!"``: stderr) the engine
+        ``name``, timed now."""
         ms = round((self.clock() - self.started) * 1000)
         with self._lock:
             self.entries.append((ms, name, direction, line))
