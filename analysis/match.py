@@ -760,7 +760,17 @@ def _record(game: FinishedGame, store: ResultsFile, match_id: int, key: str,
                          names=(task.black, task.white), moves=played.moves,
                          scores=played.scores, outcome=played.outcome,
                          comment=f"bookgen match {key[:8]} pair {task.pair} opening "
-                                 f"{task.opening_index}: {game.result} ({reason})")
+                                 f"{task.opening_index}: {game.result} ({reason})",
+                         side_controls=_side_controls(task, settings))
+
+
+def _side_controls(task: GameTask, settings: MatchSettings) -> tuple[str, str] | None:
+    """Black's and white's control, described, when the players have their own
+    (for the CSA record's comments); None otherwise."""
+    if not settings.controls:
+        return None
+    return (settings.control_for(task.black).describe(),
+            settings.control_for(task.white).describe())
 
 
 def _control_tags(task: GameTask, settings: MatchSettings) -> list[tuple[str, str]]:

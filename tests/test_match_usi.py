@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import cshogi
+import cshogi.CSA
 import numpy as np
 import pytest
 
@@ -24,8 +25,9 @@ from bookgen.engines.usi.client import UsiEngine
 from bookgen.engines.usi.player import UsiPlayer
 from bookgen.engines.usi.transcript import Transcript
 from bookgen.errors import SettingsError
+from bookgen.formats.records import write_csa_record
 from bookgen.play.clock import ClockState, TimeControl
-from bookgen.play.rules import GameState
+from bookgen.play.rules import GameState, Outcome, Reason, Result
 from conftest import PYTHON, run_cli
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
@@ -105,7 +107,7 @@ def test_per_engine_controls_and_go_options_reach_the_engines(tmp_path):
                     "--engine", f"b={fake('--log', logs['b'])}",
                     "--tc", "a:time=1000,inc=100", "--tc", "b:byoyomi=300",
                     "--go-option", "b:depth=3", "--margin", "60000", "--max-ply", "10",
-                    "--pgn", tmp_path / "g.pgn")
+                    "--pgn", tmp_path / "g.pgn", "--csa", tmp_path / "csa")
     assert summary["played"] == 2
     # a plays black in the first game: btime is its clock, binc its increment.
     gos_a, gos_b = received(logs["a"], "go"), received(logs["b"], "go")
@@ -119,6 +121,21 @@ def test_per_engine_controls_and_go_options_reach_the_engines(tmp_path):
     assert len(gos_a) == len(gos_b) == 8
     pgn = (tmp_path / "g.pgn").read_text()
     assert '[WhiteTimeControl "1 s +0.1 s"]\n[BlackTimeControl "byoyomi 0.3 s"]' in pgn
+    # The CSA records name each side's control in comment lines after the game's,
+    # and still read back (a is black in one game, white in the other).
+    records = sorted((tmp_path / "csa").glob("*.csa"))
+    assert len(records) == 2
+    for path in records:
+        parsed = cshogi.CSA.Parser.parse_file(str(path))[0]
+        controls = {"a": "1 s +0.1 s", "b": "byoyomi 0.3 s"}
+        black, white = parsed.names
+        lines = path.read_text().splitlines()
+        header = lines[:next(i for i, line in enumerate(lines) if line.startswith("P"))]
+        assert header[:3] == ["V2.2", f"N+{black}", f"N-{white}"]
+        assert header[3].startswith("'bookgen match ")
+        assert header[4:] == [f"'time control + {black}: {controls[black]}",
+                              f"'time control - {white}: {controls[white]}"]
+        assert {black, white} == {"a", "b"} and parsed.moves
     db = sqlite3.connect(tmp_path / "r.sqlite")
     params = json.loads(db.execute("SELECT settings FROM matches").fetchone()[0])
     db.close()
@@ -419,6 +436,23 @@ def test_the_client_writes_every_line_to_its_transcript(tmp_path):
     text = gzip.decompress((tmp_path / "t.usi.gz").read_bytes()).decode()
     assert text.splitlines()[0].startswith("# started ")
     assert re.search(r"^ +\d+ e > go byoyomi 100$", text, re.M)
+
+
+def test_csa_records_name_each_sides_control_only_when_given(tmp_path):
+    """write_csa_record: without side controls the header is as before; with them,
+    one comment line per side (also when there is no game comment), read back."""
+    start = cshogi.Board().sfen()
+    outcome = Outcome(Result.DRAW, Reason.MAX_PLY, 2)
+    common = dict(start_sfen=start, names=("s", "g"), moves=["7g7f", "3c3d"],
+                  scores=[None, 12], outcome=outcome)
+    write_csa_record(tmp_path / "same.csa", comment="game", **common)
+    assert (tmp_path / "same.csa").read_text().splitlines()[:5] == [
+        "V2.2", "N+s", "N-g", "'game", "PI"]
+    write_csa_record(tmp_path / "odds.csa", side_controls=("10 s", "500 nodes"), **common)
+    assert (tmp_path / "odds.csa").read_text().splitlines()[:6] == [
+        "V2.2", "N+s", "N-g", "'time control + s: 10 s", "'time control - g: 500 nodes", "PI"]
+    parsed = cshogi.CSA.Parser.parse_file(str(tmp_path / "odds.csa"))[0]
+    assert [cshogi.move_to_usi(m) for m in parsed.moves] == ["7g7f", "3c3d"]
 
 
 def test_the_transcript_has_the_engines_stderr_lines_escaped(tmp_path):

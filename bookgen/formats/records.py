@@ -323,18 +323,26 @@ def read_games(path: Path, parser: RecordParser) -> Iterator[RecordedGame | tupl
 
 def write_csa_record(path: Path, *, start_sfen: str, names: tuple[str, str],
                      moves: list[str], scores: list[int | None], outcome: Outcome,
-                     comment: str = "") -> None:
+                     comment: str = "", side_controls: tuple[str, str] | None = None) -> None:
     """Write one game as a CSA record (to a temporary file, then renamed).
 
     ``scores`` are each mover's own scores (None: none), written as ``'** N``
-    comments from black's point of view.
+    comments from black's point of view. ``side_controls`` (black's, white's
+    control, described) are written as one comment line per side after
+    ``comment``, ``'time control + NAME: 60 s +0.1 s``: CSA V2.2's
+    ``$TIME_LIMIT`` is one control for both sides.
     """
+    lines = [comment] if comment else []
+    if side_controls is not None:
+        lines += [f"time control {mark} {name}: {control}"
+                  for mark, name, control in zip("+-", names, side_controls)]
     with atomic_output(path) as temporary:
         board = cshogi.Board(start_sfen)
         exporter = CSA.Exporter(str(temporary))
         try:
+            # cshogi writes the comment as "'" + comment: more lines joined by "\n'".
             exporter.info(init_board=board, names=list(names), version="V2.2",
-                          comment=comment or None)
+                          comment="\n'".join(lines) or None)
             for usi, score in zip(moves, scores):
                 move = board.move_from_usi(usi)
                 note = None
