@@ -9,10 +9,18 @@ LOS; the book's size and depth; the mistakes found and their size (mean
 |engine - book| in cp); the network's value loss and accuracy on the
 generation's mistake positions (labels from the refine engine) before and
 after training; and whether it was promoted.
+
+A rating fitted on a perfect score (every game won, or lost: the refine
+engine against small networks) has no finite maximum-likelihood value: Ordo
+(:mod:`bookgen.analysis.ratings`) gives it a floor (or ceiling), and the
+report marks it ``>`` (``<``) with a footnote, and ``rating_is_bound`` in
+JSON, instead of printing it as a precise number; so does a rating whose
+error is unbounded.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +56,8 @@ class GenerationRow:
     best: str                       # the network the next generation starts from
     rating: float | None            # of the network it trained, Ordo points, init = 0
     rating_error: float | None
+    rating_bound: str               # ">" a floor (100 % score), "<" a ceiling (0 %), "" exact
+    rating_is_bound: bool           # a bound, or its error is unbounded: not a precise value
     match: dict[str, Any]           # the promotion test: W/D/L, Elo, LOS, verdict
     book_positions: int
     book_moves: int
@@ -70,11 +80,20 @@ class CycleReport:
     ratings: list[dict[str, Any]] = field(default_factory=list)   # every player, best first
     refine_rating: float | None = None
     refine_rating_error: float | None = None
+    refine_rating_bound: str = ""
+    refine_rating_is_bound: bool = False
     games: int = 0
     unfinished: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _is_bound(player: dict[str, Any]) -> bool:
+    """Whether ``player``'s rating is no precise value: a floor or ceiling (a
+    100 % or 0 % score) or a rating whose error is unbounded."""
+    error = player.get("error")
+    return bool(player.get("bound")) or (error is not None and not math.isfinite(error))
 
 
 def _held_out(train: dict[str, Any], which: str, metric: str) -> float | None:
@@ -118,6 +137,8 @@ def build_cycle_report(directory: str | Path,
     if REFINE_NAME in by_name:
         report.refine_rating = by_name[REFINE_NAME]["rating"]
         report.refine_rating_error = by_name[REFINE_NAME]["error"]
+        report.refine_rating_bound = by_name[REFINE_NAME]["bound"]
+        report.refine_rating_is_bound = _is_bound(by_name[REFINE_NAME])
     for summary in summaries:
         stages = summary["stages"]
         train, mistakes, book = stages["train"], stages["mistakes"], summary["book"]
@@ -125,7 +146,8 @@ def build_cycle_report(directory: str | Path,
         report.generations.append(GenerationRow(
             name=summary["name"], network=summary["network"], promoted=summary["promoted"],
             best=summary["best"], rating=player.get("rating"),
-            rating_error=player.get("error"),
+            rating_error=player.get("error"), rating_bound=player.get("bound", ""),
+            rating_is_bound=_is_bound(player),
             match={k: v for k, v in stages["match"].items()
                    if k in ("opponent", "wins", "draws", "losses", "elo", "elo_error", "los",
                             "verdict", "test")},
@@ -145,10 +167,16 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _rating(value: float | None, error: float | None) -> str:
+def _rating(value: float | None, error: float | None, bound: str = "") -> str:
     if value is None:
         return "-"
-    return f"{value:.0f}" + (f" ± {error:.0f}" if error is not None else "")
+    return f"{bound}{value:.0f}" + (f" ± {error:.0f}" if error is not None else "")
+
+
+FOOTNOTES = {">": "> all games won: the rating is a lower bound (Ordo's floor), not an estimate",
+             "<": "< all games lost: the rating is an upper bound (Ordo's ceiling), not an "
+                  "estimate",
+             "inf": "± inf: the rating's error is unbounded"}
 
 
 def format_cycle_report(report: CycleReport) -> str:
@@ -157,15 +185,16 @@ def format_cycle_report(report: CycleReport) -> str:
              f"{report.games} match games"
              + (f"; unfinished: {', '.join(report.unfinished)}" if report.unfinished else "")]
     if report.refine_rating is not None:
-        lines.append(f"refine engine: {_rating(report.refine_rating, report.refine_rating_error)}"
-                     " Ordo points against generation 0's network (init = 0)")
+        lines.append("refine engine: " + _rating(report.refine_rating, report.refine_rating_error,
+                                                 report.refine_rating_bound)
+                     + " Ordo points against generation 0's network (init = 0)")
     header = ("gen", "from", "rating vs init", "match W-D-L", "LOS %", "promoted", "book pos",
               "max ply", "mistakes", "size cp", "held-out vloss", "vacc")
     rows = [header]
     for g in report.generations:
         m = g.match
         rows.append((
-            g.name, g.network, _rating(g.rating, g.rating_error),
+            g.name, g.network, _rating(g.rating, g.rating_error, g.rating_bound),
             f"{m.get('wins', 0)}-{m.get('draws', 0)}-{m.get('losses', 0)}",
             _number(m.get("los")), "yes" if g.promoted else "no", str(g.book_positions),
             _number(g.book_max_ply, 0), str(g.mistakes), _number(g.mistake_size_cp, 0),
@@ -177,4 +206,11 @@ def format_cycle_report(report: CycleReport) -> str:
     for row in rows:
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
                      .rstrip())
+    marks = [(r.rating_bound, r.rating_error) for r in report.generations]
+    if report.refine_rating is not None:
+        marks.append((report.refine_rating_bound, report.refine_rating_error))
+    used = {bound for bound, _ in marks if bound}
+    if any(error is not None and not math.isfinite(error) for _, error in marks):
+        used.add("inf")
+    lines.extend(text for key, text in FOOTNOTES.items() if key in used)
     return "\n".join(lines) + "\n"

@@ -22,6 +22,12 @@ fastchess do: the LLR maximises the likelihood under each hypothesis rather
 than plugging in the sample's variance (0 there), so it stays finite and all
 but independent of the 1e-3 (docs/results.md, "The SPRT on degenerate
 samples").
+The Elo interval and the LOS are another matter: they are normal
+approximations built on the sample's own standard error, which is 0 when
+every game (or pair) scored the same (2 pairs both won 1.5-0.5, 35 wins, all
+draws). Such a sample says nothing about the spread, so :class:`EloEstimate`
+reports no interval and no LOS for it (None, printed ``n/a``) rather than an
+interval of width 0 and a LOS of 100 % (or 50 %); the point estimates stay.
 
 :func:`sprt` runs the test an :class:`SprtSettings` describes (an
 :class:`SprtTest` is one to run: the engine under test, its opponent and the
@@ -127,13 +133,17 @@ def count_games(games: Sequence[GameResult], a: str, b: str) -> PairCounts:
 
 @dataclass
 class EloEstimate:
-    """Elo and normalised Elo with their errors at the chosen confidence; LOS in %."""
+    """Elo and normalised Elo with their errors at the chosen confidence; LOS in %.
+
+    ``elo_error`` and ``los`` are None when the sample's score variance is 0
+    (every game or pair scored the same): both rest on the sample's standard
+    error, which such a sample cannot estimate (see the module doc)."""
 
     elo: float
-    elo_error: float
+    elo_error: float | None
     nelo: float
     nelo_error: float
-    los: float
+    los: float | None
     score: float
     games: int
 
@@ -174,11 +184,12 @@ def _estimate(counts: Sequence[float], scores: Sequence[float], games_per_unit: 
         nelo = 0.0 if mu == 0.5 else math.copysign(math.inf, mu - 0.5)
     # The nElo error is z * SE / sigma scaled, i.e. it only depends on the game count.
     nelo_error = z * NELO_PER_T / math.sqrt(games_per_unit * units)
-    if se > 0.0:
+    elo_error: float | None = None
+    los: float | None = None
+    if se > 0.0:  # no spread in the sample: no interval and no LOS (module doc)
+        elo_error = _elo_margin(mu, se, z)
         los = 100.0 * float(norm.cdf((mu - 0.5) / se))
-    else:
-        los = 50.0 if mu == 0.5 else (100.0 if mu > 0.5 else 0.0)
-    return EloEstimate(_elo(mu), _elo_margin(mu, se, z), nelo, nelo_error, los, mu,
+    return EloEstimate(_elo(mu), elo_error, nelo, nelo_error, los, mu,
                        int(round(games_per_unit * units)))
 
 
@@ -403,6 +414,11 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
+def _or_na(value: float | None, spec: str, unit: str = "") -> str:
+    """``value`` formatted with ``spec`` and ``unit``, ``n/a`` for None (undefined)."""
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -442,8 +458,9 @@ class SprtResult:
         if self.basis == "pentanomial" and self.games_left_out:
             lines.append(f"note: {_plural(self.games_left_out, 'game')} outside a complete "
                          "pair left out of the estimate and the LLR")
-        lines.append(f"Elo: {e.elo:.2f} +/- {e.elo_error:.2f}, nElo: {e.nelo:.2f} +/- "
-                     f"{e.nelo_error:.2f}, LOS: {e.los:.2f} % ({self.basis}, {e.games} games)")
+        lines.append(f"Elo: {e.elo:.2f} +/- {_or_na(e.elo_error, '.2f')}, nElo: {e.nelo:.2f} "
+                     f"+/- {e.nelo_error:.2f}, LOS: {_or_na(e.los, '.2f', ' %')} "
+                     f"({self.basis}, {e.games} games)")
         s = self.settings
         kind = "normalized Elo" if s.model == "normalized" else "logistic Elo"
         lines.append(f"SPRT of {self.engine} (engine under test) against {self.opponent} "

@@ -143,12 +143,14 @@ def _signed(value: float, digits: int = 1) -> str:
     return f"{value:+.{digits}f}"
 
 
-def _margin(value: float, digits: int = 1) -> str:
+def _margin(value: float | None, digits: int = 1) -> str:
+    if value is None:  # the sample has no spread (pairstats.EloEstimate)
+        return "n/a"
     return "inf" if math.isinf(value) else f"{value:.{digits}f}"
 
 
-def _percent(value: float, digits: int = 1) -> str:
-    return f"{value:.{digits}f} %"
+def _percent(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f} %"
 
 
 def _p(value: float) -> str:

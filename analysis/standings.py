@@ -35,8 +35,8 @@ __all__ = ["SIMULATIONS", "live_sprt", "live_standings"]
 SIMULATIONS = 200   # Ordo's parametric bootstrap for the rating errors (seed 0)
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _pairing(games: Sequence[GameResult], first: str, second: str) -> PairingStanding | None:

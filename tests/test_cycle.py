@@ -13,11 +13,17 @@ import cshogi
 import numpy as np
 import pytest
 
+from bookgen.analysis.cycle_report import (
+    CycleReportSettings,
+    build_cycle_report,
+    format_cycle_report,
+)
 from bookgen.cycle.config import load_config
 from bookgen.cycle.generations import STAGES, Generation
 from bookgen.errors import BookgenError
 from bookgen.position import parse_position_spec
-from conftest import run_bookgen_process, run_cli
+from bookgen.store.results import ResultsFile
+from conftest import STARTPOS, run_bookgen_process, run_cli
 
 FAIRY = "/usr/games/fairy-stockfish"
 
@@ -179,6 +185,58 @@ def test_report_cycle(finished):
     assert "gen-000" in html.read_text()
     result = run_cli("report", "--cycle", finished.parent, expect=2)
     assert "not a bookgen cycle directory" in result.stderr
+
+
+def _report_cycle_dir(root: Path, refine_losses: int) -> Path:
+    """A hand-made cycle directory: gen-000 (from init) with its match games,
+    the refine engine winning 10 games against init and gen-000, save
+    ``refine_losses`` of them."""
+    gen = root / "cycle" / "gen-000"
+    gen.mkdir(parents=True)
+    games = ([("gen-000", "init", "black"), ("init", "gen-000", "black"),
+              ("gen-000", "init", "draw"), ("init", "gen-000", "white")]
+             + [("refine", opponent, "black") for opponent in ("init", "gen-000") * 5])
+    for index in range(4, 4 + refine_losses):
+        games[index] = (games[index][0], games[index][1], "white")
+    with ResultsFile(gen / "match.sqlite") as results:
+        match_id = results.begin_match("m", {"test": "m"}, len(games))
+        for index, (black, white, result) in enumerate(games):
+            results.add_game(match_id, game_key=str(index), round=index, pair=index,
+                             opening_index=0, opening="startpos", start_sfen=STARTPOS,
+                             black=black, white=white, result=result,
+                             reason="resign" if result != "draw" else "max ply", plies=80,
+                             moves="7g7f 3c3d")
+    match = {"opponent": "init", "wins": 2, "draws": 1, "losses": 1, "elo": None,
+             "elo_error": None, "los": None, "verdict": None, "test": "fixed",
+             "promoted": True}
+    summary = {"name": "gen-000", "network": "init", "promoted": True, "best": "gen-000",
+               "book": {"positions": 5, "moves": 4, "ply": {"max": 3, "mean": 1.5}},
+               "stages": {"train": {"train_records": 10}, "match": match,
+                          "mistakes": {"mistakes": 0, "size_mean_cp": None},
+                          "selfplay": {"games": 4}}}
+    (gen / "generation.json").write_text(json.dumps(summary))
+    return gen.parent
+
+
+def test_report_cycle_marks_a_perfect_score_as_a_bound(tmp_path):
+    directory = _report_cycle_dir(tmp_path / "perfect", 0)
+    report = build_cycle_report(directory, CycleReportSettings(20))
+    (row,) = report.generations
+    assert report.refine_rating_bound == ">" and report.refine_rating_is_bound
+    assert row.rating_bound == "" and not row.rating_is_bound
+    text = format_cycle_report(report)
+    assert f"refine engine: >{report.refine_rating:.0f} ± " in text
+    assert "all games won: the rating is a lower bound" in text
+    data = json.loads(run_cli("report", "--cycle", directory, "--json", "-s", "20").output)
+    assert data["refine_rating_is_bound"] is True and data["refine_rating_bound"] == ">"
+    assert data["generations"][0]["rating_is_bound"] is False
+    # one loss: the rating is a finite estimate again, printed without a mark
+    directory = _report_cycle_dir(tmp_path / "one-loss", 1)
+    report = build_cycle_report(directory, CycleReportSettings(20))
+    assert report.refine_rating_bound == "" and not report.refine_rating_is_bound
+    text = format_cycle_report(report)
+    assert f"refine engine: {report.refine_rating:.0f} ± " in text
+    assert "lower bound" not in text and "unbounded" not in text
 
 
 @pytest.mark.parametrize("fault, killed_in", [("cycle-stage@5", "starts"),

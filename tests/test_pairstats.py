@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 
@@ -179,12 +180,41 @@ def test_elo_pentanomial_counts_pairs_as_two_games():
 
 def test_elo_extremes_are_infinite_not_errors():
     estimate = elo_trinomial(5, 0, 0)
-    assert estimate.elo == math.inf and estimate.elo_error == math.inf
-    assert estimate.los == 100.0
+    assert estimate.elo == math.inf
+    # no spread in the sample: no interval, no LOS (not "inf" nor 100 %)
+    assert estimate.elo_error is None and estimate.los is None
     even = elo_trinomial(0, 4, 0)
-    assert even.elo == 0 and even.nelo == 0 and even.los == 50.0
+    assert even.elo == 0 and even.nelo == 0
+    assert even.elo_error is None and even.los is None
     with pytest.raises(ValueError):
         elo_trinomial(0, 0, 0)
+
+
+@pytest.mark.parametrize("penta", [[0, 0, 0, 2, 0], [0, 0, 2, 0, 0], [0, 2, 0, 0, 0],
+                                   [0, 0, 0, 0, 1], [0, 0, 0, 7, 0]])
+def test_a_sample_without_spread_has_no_interval_nor_los(penta):
+    # every pair scored the same: the standard error is 0, and an interval of
+    # width 0 (or a LOS of 100 %) from 2 pairs would be a false precision
+    estimate = elo_pentanomial(penta)
+    assert estimate.elo_error is None and estimate.los is None
+    score = PENTANOMIAL_SCORES[next(i for i, c in enumerate(penta) if c)]
+    assert estimate.score == score and estimate.games == 2 * sum(penta)
+    if 0 < score < 1:   # the point estimate stays
+        assert estimate.elo == pytest.approx(-400 * math.log10(1 / score - 1))
+    assert math.isfinite(estimate.nelo_error) and estimate.nelo_error > 0
+
+
+def test_a_one_sided_sample_with_spread_keeps_its_los():
+    # never lost a pair, but not every pair the same: the LOS is defined and
+    # below 100; the interval reaches a 100 % score, so its Elo half-width is inf
+    estimate = elo_pentanomial([0, 0, 0, 1, 1])
+    mu, se = 0.875, math.sqrt((0.125 ** 2 + 0.125 ** 2) / 2 / 2)
+    assert estimate.score == mu and estimate.elo_error == math.inf
+    assert estimate.los == pytest.approx(100 * NormalDist().cdf((mu - 0.5) / se))
+    assert 99 < estimate.los < 100
+    small = elo_pentanomial([0, 1, 0, 1, 0])
+    assert small.los == pytest.approx(50.0) and math.isfinite(small.elo_error)
+    assert small.elo_error > 0
 
 
 def test_los_cutechess():
@@ -493,7 +523,11 @@ def test_sprt_json_has_no_infinities(tmp_path):
                      "--json")
     assert "Infinity" not in result.stdout
     data = json.loads(result.stdout)
-    assert data["estimate"]["elo"] is None and data["estimate"]["los"] == 100.0
+    assert data["estimate"]["elo"] is None
+    assert data["estimate"]["elo_error"] is None and data["estimate"]["los"] is None
+    text = run_cli("sprt", path, "--engine", "A", "--vs", "B", "--elo0", "0",
+                   "--elo1", "5").output
+    assert "Elo: inf +/- n/a, " in text and "LOS: n/a (pentanomial, 8 games)" in text
 
 
 # --------------------------------------------------------------------------

@@ -293,6 +293,28 @@ def repeated_tables(page: _Page) -> list[tuple[str, str]]:
             if len(tables[a] & tables[b]) >= 2]
 
 
+def test_two_pairs_without_spread_report_no_interval_nor_los(tmp_path):
+    # new won both pairs 1.5-0.5: every pair scored the same, so the sample has
+    # no spread; the report used to print "± 0.00" and LOS 100.00 %
+    path = tmp_path / "two-pairs.sqlite"
+    games = [("new", "old", "black"), ("old", "new", "draw")] * 2
+    with ResultsFile(path) as results:
+        match_id = results.begin_match("m", {"test": "m"}, len(games))
+        for index, (black, white, result) in enumerate(games):
+            results.add_game(match_id, game_key=str(index), round=index // 2, pair=index // 2,
+                             opening_index=index // 2, opening="startpos",
+                             start_sfen=STARTPOS, black=black, white=white, result=result,
+                             reason="resign" if result != "draw" else "max ply", plies=80,
+                             moves="7g7f 3c3d")
+    out = tmp_path / "two-pairs.html"
+    run_cli("report", path, "-o", out, "-s", "0")
+    head = dict(parse_page(out.read_text()).tables["head-to-head"][1:])
+    e = elo_pentanomial(count_games(load_games([path]), "new", "old").penta)
+    assert e.elo_error is None and e.los is None
+    assert head["LOS"] == "n/a" and head["Elo"] == f"{e.elo:+.2f} ± n/a"
+    assert f"{e.elo:+.2f}" == "+190.85"
+
+
 def test_two_player_report_shows_each_fact_once(tmp_path):
     path = write_results(tmp_path / "two.sqlite", ["old", "new"], pairs_per_opponent=12)
     out, md_path = tmp_path / "two.html", tmp_path / "two.md"

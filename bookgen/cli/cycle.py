@@ -532,7 +532,10 @@ def stage_match(ctx: _Context) -> dict[str, Any]:
     if test.test == "sprt":
         promoted = result.verdict == "H1"
     else:
-        promoted = estimate.los >= test.min_los
+        # min_los 0 promotes on any result, even one without a LOS (a sample
+        # whose games or pairs all scored the same has none: pairstats)
+        promoted = test.min_los <= 0 or (estimate.los is not None
+                                         and estimate.los >= test.min_los)
     return {"candidate": candidate, "opponent": current, "promoted": promoted,
             "test": test.test, "verdict": result.verdict, "llr": round(result.llr, 4),
             "wins": result.counts.wins, "draws": result.counts.draws,
@@ -541,10 +544,10 @@ def stage_match(ctx: _Context) -> dict[str, Any]:
             "score": _finite(estimate.score)}
 
 
-def _finite(value: float) -> float | None:
+def _finite(value: float | None) -> float | None:
     import math
 
-    return round(value, 3) if math.isfinite(value) else None
+    return round(value, 3) if value is not None and math.isfinite(value) else None
 
 
 def stage_summary(ctx: _Context) -> dict[str, Any]:
