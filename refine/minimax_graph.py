@@ -17,8 +17,9 @@ large books.
 A book whose links are complete (:mod:`bookgen.store.stored_links`) already
 stores every one of those edges as a linked ``moves`` row: the graph is then
 read from the links (:func:`graph_from_links`), with no legal move generated,
-and whether each node's side to move is in check is read from its board
-(:func:`bookgen.position.side_to_move_in_check`).
+and whether a node's side to move is in check is read from its board
+(:func:`bookgen.position.side_to_move_in_check`) only for the nodes on a cycle
+(:func:`cycle_nodes`): the solver consults it nowhere else.
 
 Options are stored in CSR form: the options of node ``i`` are
 ``indptr[i]:indptr[i + 1]`` of the per-option arrays.
@@ -38,19 +39,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from bookgen.arrays import NULL, trim_memory
 from bookgen.formats.move16 import usi_to_move16
 from bookgen.position import side_to_move_in_check
 from bookgen.store import Book, MoveRows, ValueColumn
-from bookgen.store.columns import load_sfens
+from bookgen.store.columns import load_sfens_of
 from bookgen.store.index import BookIndex, IndexSpec
 from bookgen.store.legal_edges import find_legal_edges, move16_usi
 from bookgen.store.stored_links import links_complete
 from bookgen.values import MATE_VALUE
 
 __all__ = ["KIND_BOOK_EDGE", "KIND_LEAF", "KIND_TRANSPOSITION", "MinimaxGraph", "build_graph",
-           "graph_from_links", "graph_from_rows"]
+           "cycle_nodes", "graph_from_links", "graph_from_rows"]
 
 KIND_LEAF = 0          # book move whose child is not a book position with moves
 KIND_BOOK_EDGE = 1     # book move into a node
@@ -71,7 +74,8 @@ class MinimaxGraph:
 
     position_ids: np.ndarray   # int64 [N] positions.id of each node, ascending
     turn: np.ndarray           # int8 [N] 0 black, 1 white to move
-    in_check: np.ndarray       # bool [N] the side to move is in check
+    in_check: np.ndarray       # bool [N] the side to move is in check (from links: only
+    #                            nodes on a cycle, see cycle_nodes; False elsewhere)
     indptr: np.ndarray         # int64 [N + 1]
     target: np.ndarray         # int32 [E] node index of the child, -1 for leaf moves
     kind: np.ndarray           # int8 [E] KIND_*
@@ -142,7 +146,7 @@ def _read_book(book: Book) -> tuple[np.ndarray, list[str], np.ndarray,
 
 
 # What the graph reads of a book whose links are complete: the same, but the sfens
-# (read apart, for the checks only, and freed at once).
+# (read apart, of the nodes on a cycle only, for their checks).
 LINKS_INDEX = IndexSpec(positions=frozenset({"turn"}), rows=MoveRows.ALL,
                         values=(ValueColumn.RAW,), edges=frozenset({"count", "own"}),
                         resolve_children=False, sfens=False)
@@ -166,18 +170,13 @@ def build_graph(book: Book, workers: int | None = None, *, rescan: bool = False
 def graph_from_links(book: Book, started: float | None = None) -> MinimaxGraph:
     """The graph of a book whose links are complete: the same graph
     :func:`graph_from_rows` finds by its scan (the same options in the same order),
-    read from the stored ``child_id`` of every ``moves`` row."""
+    read from the stored ``child_id`` of every ``moves`` row; ``in_check`` read from
+    the boards of the nodes on a cycle only (:func:`cycle_nodes`), False elsewhere."""
     started = time.perf_counter() if started is None else started
     index = BookIndex.load(book, LINKS_INDEX)
     rows = np.flatnonzero(index.has_moves)
     node_of_row = np.full(len(index.ids) + 1, -1, dtype=np.int64)   # [-1]: no child
     node_of_row[rows] = np.arange(len(rows))
-    every_sfen = load_sfens(book.conn)   # (the caller's read snapshot: the index's rows)
-    if len(every_sfen) != len(index.ids):
-        raise RuntimeError("the book changed while it was read")
-    in_check = side_to_move_in_check([every_sfen[row] for row in rows.tolist()])
-    del every_sfen    # needed for nothing else: freed before the graph is built
-    trim_memory()
     count = len(rows)
     source = node_of_row[index.edge_rows()]
     target = node_of_row[index.edge_child].astype(np.int32)
@@ -202,6 +201,15 @@ def graph_from_links(book: Book, started: float | None = None) -> MinimaxGraph:
     def arranged(book_part: np.ndarray, link_part: np.ndarray) -> np.ndarray:
         return np.concatenate([book_part, link_part])[order]
 
+    # The checks: for the nodes on a cycle only (all that the solver reads of them).
+    edges = target >= 0
+    on_cycle = cycle_nodes(count, source[edges], target[edges])
+    del edges
+    in_check = np.zeros(count, dtype=bool)
+    if len(on_cycle):
+        in_check[on_cycle] = side_to_move_in_check(
+            load_sfens_of(book.conn, index.ids[rows[on_cycle]]))
+    trim_memory()
     book_target = target[real]
     graph = MinimaxGraph(
         position_ids=index.ids[rows], turn=index.column("turn")[rows].astype(np.int8),
@@ -222,6 +230,20 @@ def graph_from_links(book: Book, started: float | None = None) -> MinimaxGraph:
         stale_transpositions=stale)
     graph.seconds = time.perf_counter() - started
     return graph
+
+
+def cycle_nodes(count: int, source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The nodes (of ``count``, ascending) that lie on a cycle of the edges ``source``
+    -> ``target``: the members of the strongly connected components of more than one
+    node (a move changes the side to move: no node is its own child). Only these can
+    be on a repetition, so only their checks matter (perpetual check, see
+    :func:`bookgen.refine.retrograde.analyse`)."""
+    if not count:
+        return np.empty(0, dtype=np.int64)
+    matrix = csr_matrix((np.ones(len(source), dtype=np.int8), (source, target)),
+                        shape=(count, count))
+    _, labels = connected_components(matrix, directed=True, connection="strong")
+    return np.flatnonzero(np.bincount(labels)[labels] > 1)
 
 
 def graph_from_rows(position_ids: np.ndarray, sfens: Sequence[str], turn: np.ndarray,

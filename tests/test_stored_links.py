@@ -320,3 +320,73 @@ def test_side_to_move_in_check_agrees_with_cshogi():
     assert side_to_move_in_check(sfens, block=97).tolist() == checks
     assert side_to_move_in_check([s + " 1" for s in sfens]).tolist() == checks   # move numbers
     assert side_to_move_in_check([]).tolist() == np.zeros(0, dtype=bool).tolist()
+
+
+def test_the_graph_from_links_is_the_scans_with_the_checks_of_the_cycle_nodes(tmp_path):
+    """The linked graph reads the checks only of nodes on a cycle (the solver's only
+    use of them): everything else is the scan's graph, the checks the scan's there,
+    and the solver's perpetual-check components the same."""
+    import numpy as np
+
+    from bookgen.refine import minimax_graph as graph
+    from bookgen.refine.retrograde import analyse
+    from bookgen.store import Book
+    from test_minimax import GRAPH_FIELDS
+
+    seen = {"cycle_nodes": 0, "checks": 0, "checks_off_cycles": 0}
+    books = [shuffle_book(seed, positions=60, push_rate=0.3) for seed in range(2)]
+    books += [check_book(seed) for seed in range(3)]
+    for number, book in enumerate(books):
+        work = tmp_path / str(number)
+        work.mkdir()
+        path = import_book(work, book)
+        assert_complete(path)
+        with Book(path) as store:
+            linked = graph.build_graph(store)
+            scanned = graph.build_graph(store, workers=1, rescan=True)
+        for name in GRAPH_FIELDS:
+            if name != "in_check":
+                assert np.array_equal(getattr(linked, name), getattr(scanned, name)), name
+        edges = scanned.target >= 0
+        on_cycle = graph.cycle_nodes(scanned.nodes, scanned.source[edges],
+                                     scanned.target[edges])
+        off_cycle = np.setdiff1d(np.arange(scanned.nodes), on_cycle)
+        assert linked.in_check[on_cycle].tolist() == scanned.in_check[on_cycle].tolist()
+        assert not linked.in_check[off_cycle].any()
+        assert np.array_equal(analyse(linked).checking, analyse(scanned).checking)
+        seen["cycle_nodes"] += len(on_cycle)
+        seen["checks"] += int(scanned.in_check[on_cycle].sum())
+        seen["checks_off_cycles"] += int(scanned.in_check[off_cycle].sum())
+    assert all(seen.values()), seen   # the books have cycles, checks on and off them
+
+
+def test_cycle_nodes_are_the_members_of_strong_components_with_a_cycle():
+    import numpy as np
+
+    from bookgen.refine.minimax_graph import cycle_nodes
+
+    # 0 -> 1 -> 2 -> 0 (a cycle), 2 -> 3 -> 4 -> 3 (another), 5 -> 0 (none), 6 alone
+    source = np.array([0, 1, 2, 2, 3, 4, 5])
+    target = np.array([1, 2, 0, 3, 4, 3, 0])
+    assert cycle_nodes(7, source, target).tolist() == [0, 1, 2, 3, 4]
+    assert cycle_nodes(3, np.array([0, 1]), np.array([1, 2])).tolist() == []
+    assert cycle_nodes(0, np.empty(0, np.int64), np.empty(0, np.int64)).tolist() == []
+
+
+def test_load_sfens_of_reads_the_positions_asked_for_in_their_order(tmp_path):
+    import numpy as np
+
+    from bookgen.store import Book
+    from bookgen.store.columns import load_sfens, load_sfens_of
+
+    path = import_book(tmp_path, shuffle_book(1, positions=20))
+    conn = sqlite3.connect(path)
+    ids = [i for (i,) in conn.execute("SELECT id FROM positions ORDER BY id")]
+    conn.close()
+    with Book(path) as store:
+        every = dict(zip(ids, load_sfens(store.conn)))
+        wanted = np.array([ids[5], ids[0], ids[-1], ids[2]])
+        assert load_sfens_of(store.conn, wanted) == [every[i] for i in wanted.tolist()]
+        assert load_sfens_of(store.conn, np.empty(0, np.int64)) == []
+        with pytest.raises(RuntimeError, match="changed"):
+            load_sfens_of(store.conn, np.array([ids[0], max(ids) + 1]))

@@ -10,6 +10,7 @@ the columns asked for, for :class:`bookgen.store.index.BookIndex`;
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import warnings
 from collections.abc import Collection, Sequence
@@ -19,11 +20,19 @@ from typing import Any
 import numpy as np
 
 from bookgen.arrays import NULL
-from bookgen.store.own_moves import MoveRows, ValueColumn, own_rows_sql, value_sql
+from bookgen.store.own_moves import (
+    MoveRows,
+    ValueColumn,
+    link_run_ids,
+    own_rows_sql,
+    transposition_row_sql,
+    value_sql,
+)
 from bookgen.store.queries import may_have_transposition_rows
 
 __all__ = ["EDGE_COLUMNS", "NOT_AN_INTEGER", "POSITION_COLUMNS", "MoveColumns",
            "MinimaxMoveTable", "load_move_columns", "load_position_columns", "load_sfens",
+           "load_sfens_of",
            "minimax_move_columns", "minimax_move_table",
            "minimax_position_columns", "mistake_position_ids", "move_codes", "sql_int_columns"]
 
@@ -126,6 +135,18 @@ def load_position_columns(conn: sqlite3.Connection, names: Collection[str]
 def load_sfens(conn: sqlite3.Connection) -> list[str]:
     """The sfen of every position, in id order."""
     return [sfen for (sfen,) in conn.execute("SELECT sfen FROM positions ORDER BY id")]
+
+
+def load_sfens_of(conn: sqlite3.Connection, ids: np.ndarray) -> list[str]:
+    """The sfens of the positions ``ids`` (distinct), in that order, each looked up by
+    its id (the ids go in as one JSON array); raises RuntimeError when any is missing
+    (the book changed since the ids were read: call in the same read transaction)."""
+    sfens = [sfen for (sfen,) in conn.execute(
+        "SELECT p.sfen FROM json_each(?) j JOIN positions p ON p.id = j.value ORDER BY j.key",
+        (json.dumps(np.asarray(ids, dtype=np.int64).tolist()),))]
+    if len(sfens) != len(ids):
+        raise RuntimeError("the book changed while it was read")
+    return sfens
 
 
 # What a minimax column reads as when it holds neither an integer nor NULL: equal to no
@@ -262,14 +283,23 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
         raise ValueError(f"unknown move columns: {', '.join(sorted(unknown))}")
     # (Without a refine minimax or link run there are no transposition rows.)
     split = may_have_transposition_rows(conn)
-    where = f" WHERE {own_rows_sql()}" if rows == MoveRows.OWN and split else ""
+    run_ids = link_run_ids(conn) if split else []   # (a list in the SQL: no subquery a row)
+    where = f" WHERE {own_rows_sql(run_ids=run_ids)}" if rows == MoveRows.OWN and split else ""
     order = f"FROM moves m{where} ORDER BY m.position_id, m.move"
     # the integer columns: (name, SQL)
     ints = [(f"v{i}", value_sql(v)) for i, v in enumerate(values)]
-    if "count" in extra:
+    own_sql = own_rows_sql(run_ids=run_ids) if "own" in extra and rows == MoveRows.ALL and split \
+        else None
+    # With the counts, a transposition row (count 0 by definition) reads its count as
+    # NULL (a count never is): one column fewer to read.
+    own_in_count = own_sql is not None and "count" in extra
+    if own_in_count:
+        ints.append(("count", f"CASE WHEN {transposition_row_sql(run_ids)} THEN NULL "
+                              "ELSE m.count END"))
+    elif "count" in extra:
         ints.append(("count", "m.count"))
-    if "own" in extra and rows == MoveRows.ALL and split:
-        ints.append(("own", own_rows_sql()))
+    if own_sql is not None and not own_in_count:
+        ints.append(("own", own_sql))
     if "depth" in extra:
         ints.append(("depth", "m.depth"))
     if "ponder" in extra:
@@ -286,6 +316,13 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
         [name for name, _sql in every])
     if zero_unlinked:
         child[child == 0] = NULL
+    if own_in_count:
+        at = [name for name, _sql in every].index("count") - 2
+        counts = int_columns[at]
+        own = counts != NULL
+        counts[~own] = 0
+        int_columns.append(own.astype(np.int64))
+        ints.append(("own", own_sql or ""))
     n = len(pids)
     text = conn.execute(f"SELECT group_concat(move, ' ') FROM (SELECT m.move {order})"
                         ).fetchone()[0] or ""
@@ -312,7 +349,8 @@ def load_move_columns(conn: sqlite3.Connection, rows: MoveRows = MoveRows.ALL,
                                  ponder, ponder_names)
     del pids, child, int_columns
     # Unusual move text: one Python tuple per row.
-    plain = [(name, sql) for name, sql in ints if name != "ponder_null"]
+    plain = [(name, "m.count" if name == "count" else sql) for name, sql in ints
+             if name != "ponder_null"]
     sqls = [sql for _name, sql in plain]
     names_ = [name for name, _sql in plain]
     if "ponder" in extra:

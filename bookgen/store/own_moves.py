@@ -17,6 +17,7 @@ read a temporary view of the own moves (:func:`create_own_moves_view`).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from enum import StrEnum
 
 __all__ = ["LINK_COMMAND", "LINK_ROW_COMMANDS", "REFINE_MINIMAX_COMMAND", "MoveRows",
@@ -42,19 +43,38 @@ class ValueColumn(StrEnum):
     MINIMAX = "minimax"  # coalesce(minimax_value, value): refine minimax's when it has one
 
 
-def _transposition_row(schema: str = "main") -> str:
+def _transposition_row(schema: str = "main", run_ids: Sequence[int] | None = None) -> str:
     """SQL true for a ``moves`` row (alias ``m``) that ``refine minimax`` (or an
     import's or merge's ``link`` run) added for a transposition edge, in the book
-    attached as ``schema``."""
+    attached as ``schema`` (``run_ids``: the ids of those runs, as
+    :func:`link_run_ids` read them, written into the SQL instead of a subquery)."""
     commands = ", ".join(f"'{command}'" for command in LINK_ROW_COMMANDS)
+    runs = (f"SELECT id FROM {schema}.runs WHERE command IN ({commands})" if run_ids is None
+            else ", ".join(str(int(run)) for run in run_ids))
     return ("(m.value IS NULL AND m.depth IS NULL AND m.count = 0 AND m.run_id IS NOT NULL "
-            f"AND m.run_id IN (SELECT id FROM {schema}.runs WHERE command IN ({commands})))")
+            f"AND m.run_id IN ({runs}))")
 
 
-def own_rows_sql(schema: str = "main") -> str:
+def link_run_ids(conn: sqlite3.Connection) -> list[int]:
+    """For the store only: the ids of the runs whose rows may be transposition rows
+    (integers; read in the transaction of the query they go into)."""
+    marks = ", ".join("?" * len(LINK_ROW_COMMANDS))
+    return [int(run) for (run,) in conn.execute(
+        f"SELECT id FROM runs WHERE command IN ({marks})",
+        LINK_ROW_COMMANDS)]
+
+
+def own_rows_sql(schema: str = "main", run_ids: Sequence[int] | None = None) -> str:
     """For the store's SQL only: a condition on a ``moves`` row aliased ``m``
-    that is true for the book's own moves (of the book attached as ``schema``)."""
-    return f"NOT {_transposition_row(schema)}"
+    that is true for the book's own moves (of the book attached as ``schema``;
+    ``run_ids`` as for the transposition rows)."""
+    return f"NOT {_transposition_row(schema, run_ids)}"
+
+
+def transposition_row_sql(run_ids: Sequence[int]) -> str:
+    """For the store's SQL only: true for a transposition row (``moves`` aliased ``m``)
+    of the runs ``run_ids`` (:func:`link_run_ids`)."""
+    return _transposition_row(run_ids=run_ids)
 
 
 def value_sql(values: ValueColumn, alias: str = "m.") -> str:
