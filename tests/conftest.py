@@ -272,6 +272,16 @@ def small_grow(playouts: int, positions: int, seed: int = 0, **fields) -> GrowSe
                         budget=GrowBudget(positions=positions), seed=seed, **fields)
 
 
+def results_games(results: Path) -> list[sqlite3.Row]:
+    """The ``games`` rows of the match results file ``results``, in order."""
+    db = sqlite3.connect(results)
+    db.row_factory = sqlite3.Row
+    try:
+        return db.execute("SELECT * FROM games ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
 def screenshot_path(name: str, tmp_path: Path) -> Path:
     """Where a browser test saves its screenshot ``name``: the README's image in
     docs/images when BOOKGEN_WRITE_SCREENSHOTS=1 (to refresh it), otherwise

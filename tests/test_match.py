@@ -27,7 +27,7 @@ from bookgen.errors import BookgenError, SettingsError
 from bookgen.play.clock import ClockState, TimeControl
 from bookgen.play.loop import GameRules, play_game
 from bookgen.play.rules import GameState, Reason, Result
-from conftest import PYTHON, ROOT, run_cli
+from conftest import PYTHON, ROOT, results_games, run_cli
 from processes import Bookgen, stop_all
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
@@ -47,15 +47,6 @@ def write_openings(path: Path, lines: list[str] = OPENINGS) -> Path:
     return path
 
 
-def rows(results: Path) -> list[sqlite3.Row]:
-    db = sqlite3.connect(results)
-    db.row_factory = sqlite3.Row
-    try:
-        return db.execute("SELECT * FROM games ORDER BY id").fetchall()
-    finally:
-        db.close()
-
-
 def match(tmp_path: Path, *args: object, expect: int = 0, results: str = "r.sqlite"):
     out = run_cli("match", "-o", tmp_path / results, "--quiet", "--json", *args, expect=expect)
     return json.loads(out.stdout) if expect == 0 else out
@@ -63,7 +54,7 @@ def match(tmp_path: Path, *args: object, expect: int = 0, results: str = "r.sqli
 
 def check_games(results: Path) -> list[sqlite3.Row]:
     """Every game replays legally from its start, and its result agrees with its reason."""
-    games = rows(results)
+    games = results_games(results)
     for game in games:
         state = GameState(game["start_sfen"], max_ply=None)
         moves = game["moves"].split()
@@ -363,7 +354,8 @@ def test_concurrency_plays_the_same_schedule(tmp_path):
     assert from_pgn == from_results and from_pgn.unpaired == 0
 
     def key_results(name: str):
-        return sorted((g["game_key"], g["result"], g["moves"]) for g in rows(tmp_path / name))
+        return sorted((g["game_key"], g["result"], g["moves"])
+                      for g in results_games(tmp_path / name))
 
     # Deterministic players: the same games, whatever the order they finished in.
     assert key_results("one.sqlite") == key_results("two.sqlite")
@@ -514,7 +506,7 @@ def test_interrupted_match_resumes(tmp_path, how):
         db.close()
     else:
         assert code == -signal.SIGKILL
-    assert len(rows(results)) == 3
+    assert len(results_games(results)) == 3
     summary = match(tmp_path, *args[:-2])
     assert (summary["previously_played"], summary["played"]) == (3, 5)
     games = check_games(results)

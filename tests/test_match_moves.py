@@ -27,7 +27,7 @@ from bookgen.store.results import (
     ResultsFile,
     read_game_moves,
 )
-from conftest import PYTHON, run_cli
+from conftest import PYTHON, results_games, run_cli
 from processes import Bookgen, stop_all
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
@@ -58,19 +58,10 @@ def move_rows(results: Path) -> dict[int, list[sqlite3.Row]]:
         db.close()
 
 
-def games_of(results: Path) -> list[sqlite3.Row]:
-    db = sqlite3.connect(results)
-    db.row_factory = sqlite3.Row
-    try:
-        return db.execute("SELECT * FROM games ORDER BY id").fetchall()
-    finally:
-        db.close()
-
-
 def check_rows_match_games(results: Path) -> dict[int, list[sqlite3.Row]]:
     """Every game has one row per move, in order, with the right mover."""
     moves = move_rows(results)
-    for game in games_of(results):
+    for game in results_games(results):
         rows = moves.get(game["id"], [])
         assert [r["move"] for r in rows] == game["moves"].split(), game["game_key"]
         assert [r["ply"] for r in rows] == list(range(1, game["plies"] + 1))
@@ -78,7 +69,7 @@ def check_rows_match_games(results: Path) -> dict[int, list[sqlite3.Row]]:
         names = (game["white"], game["black"]) if white_first else (game["black"],
                                                                       game["white"])
         assert [r["mover"] for r in rows] == [names[i % 2] for i in range(len(rows))]
-    assert set(moves) <= {g["id"] for g in games_of(results)}   # no orphan rows
+    assert set(moves) <= {g["id"] for g in results_games(results)}   # no orphan rows
     return moves
 
 
@@ -145,8 +136,8 @@ def test_no_record_moves_writes_no_rows_and_plays_the_same_games(tmp_path):
     assert on.played == off.played == 4
     assert len(move_rows(tmp_path / "off.sqlite")) == 0
     assert len(move_rows(tmp_path / "on.sqlite")) == 4
-    assert [g["moves"] for g in games_of(tmp_path / "on.sqlite")] == \
-        [g["moves"] for g in games_of(tmp_path / "off.sqlite")]
+    assert [g["moves"] for g in results_games(tmp_path / "on.sqlite")] == \
+        [g["moves"] for g in results_games(tmp_path / "off.sqlite")]
     # The flag is not part of the match: rerunning with recording on finds it complete.
     again = run_match(players, openings, tmp_path / "off.sqlite", base, progress=False)
     assert again.previously_played == 4 and again.played == 0
@@ -308,7 +299,7 @@ def test_version_1_files_are_read_and_migrated_when_written(tmp_path):
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     assert meta["schema_version"] == "2" and "migrated_from_1_at" in meta
     db.close()
-    games = games_of(results)
+    games = results_games(results)
     assert len(games) == 3
     moves = move_rows(results)
     assert games[0]["id"] not in moves and all(g["id"] in moves for g in games[1:])
@@ -334,11 +325,11 @@ def test_kill_while_a_game_is_written_leaves_no_half_game(tmp_path):
     finally:
         stop_all(process, {})
     assert code == -signal.SIGKILL, stderr
-    assert len(games_of(results)) == 2
+    assert len(results_games(results)) == 2
     check_rows_match_games(results)
     out = run_cli("match", "--quiet", "--json", *args)
     assert json.loads(out.stdout)["played"] == 2
-    assert len(games_of(results)) == 4
+    assert len(results_games(results)) == 4
     assert len(check_rows_match_games(results)) == 4
 
 

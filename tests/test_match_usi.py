@@ -28,7 +28,7 @@ from bookgen.errors import SettingsError
 from bookgen.formats.records import write_csa_record
 from bookgen.play.clock import ClockState, TimeControl
 from bookgen.play.rules import GameState, Outcome, Reason, Result
-from conftest import PYTHON, run_cli
+from conftest import PYTHON, results_games, run_cli
 
 FAIRY = "usi:/usr/games/fairy-stockfish"
 GPSUSI = "usi:/usr/games/gpsusi"
@@ -56,15 +56,6 @@ def received(log: Path, *commands: str) -> list[str]:
     """The lines an engine received (its --log), those starting with ``commands``."""
     lines = log.read_text().splitlines()
     return [line for line in lines if not commands or line.split()[0] in commands]
-
-
-def games(results: Path) -> list[sqlite3.Row]:
-    db = sqlite3.connect(results)
-    db.row_factory = sqlite3.Row
-    try:
-        return db.execute("SELECT * FROM games ORDER BY id").fetchall()
-    finally:
-        db.close()
 
 
 def transcripts(folder: Path) -> dict[str, str]:
@@ -165,7 +156,7 @@ def test_fairy_stockfish_node_odds_and_gpsusi_byoyomi(tmp_path):
                     "--margin", "20000", "--max-ply", "14", "--transcripts", tmp_path / "t")
     assert summary["played"] == 2
     assert all(g["reason"] not in ("time forfeit", "engine failure", "illegal move")
-               for g in games(tmp_path / "r.sqlite"))
+               for g in results_games(tmp_path / "r.sqlite"))
     texts = transcripts(tmp_path / "t")
     assert len(texts) == 2
     for text in texts.values():
@@ -354,7 +345,7 @@ def test_fairy_stockfish_ponders_and_gpsusi_does_not(tmp_path):
     assert json.loads(out.stdout)["played"] == 2
     assert "player gps plays without pondering" in out.stderr
     assert all(g["reason"] not in ("time forfeit", "engine failure", "illegal move")
-               for g in games(tmp_path / "r.sqlite"))
+               for g in results_games(tmp_path / "r.sqlite"))
     for text in transcripts(tmp_path / "t").values():
         fsf, gps = sent(text, "fsf"), sent(text, "gps")
         assert any(line.startswith("go ponder") for line in fsf)
@@ -379,7 +370,7 @@ def test_every_engine_gets_gameover_but_a_crashed_one(tmp_path):
                     "--format", "gauntlet", "--byoyomi", "100", "--margin", "5000",
                     "--max-ply", "12", "--transcripts", tmp_path / "t")
     assert summary["played"] == 4
-    rows = games(tmp_path / "r.sqlite")
+    rows = results_games(tmp_path / "r.sqlite")
     seen = {name: received(log, "usinewgame", "gameover", "go", "usi")
             for name, log in logs.items()}
     # quits resigns at its first move: it lost, ok won; both games.

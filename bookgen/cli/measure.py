@@ -189,6 +189,25 @@ def _print_summary(summary: SuiteSummary, as_json: bool) -> None:
                    f"{summary.duplicates} duplicates")
 
 
+
+def _per_player(flag: str, texts: tuple[str, ...], names: list[str], example: str
+                ) -> dict[str, list[tuple[str, str]]]:
+    """``NAME:KEY=VALUE`` flags (``--option``, ``--go-option``) by player name, each
+    a one-line error when malformed or naming no player."""
+    by_name: dict[str, list[tuple[str, str]]] = {name: [] for name in names}
+    for text in texts:
+        name, sep, rest = text.partition(":")
+        key, eq, value = rest.partition("=")
+        if not sep or not eq or not key.strip():
+            raise BookgenError(f"bad {flag} {text!r}: expected NAME:KEY=VALUE "
+                               f"(for example {example})")
+        if name not in by_name:
+            raise BookgenError(f"{flag} {text!r}: no player named {name!r} "
+                               f"(players: {', '.join(by_name) or 'none'})")
+        by_name[name].append((key.strip(), value.strip()))
+    return by_name
+
+
 def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
                   options: tuple[str, ...], go_options: tuple[str, ...] = ()
                   ) -> list[PlayerSettings]:
@@ -206,28 +225,9 @@ def parse_players(engines: tuple[str, ...], builtins: tuple[str, ...],
                                "NAME=builtin (for example fsf=usi:/usr/games/fairy-stockfish)")
         entries.append((name, spec))
     entries += [(name.strip(), "builtin") for name in builtins]
-    by_name: dict[str, list[tuple[str, str]]] = {name: [] for name, _ in entries}
-    for text in options:
-        name, sep, rest = text.partition(":")
-        option, eq, value = rest.partition("=")
-        if not sep or not eq or not option.strip():
-            raise BookgenError(f"bad --option {text!r}: expected NAME:KEY=VALUE "
-                               "(for example fsf:Threads=1)")
-        if name not in by_name:
-            raise BookgenError(f"--option {text!r}: no player named {name!r} "
-                               f"(players: {', '.join(by_name) or 'none'})")
-        by_name[name].append((option.strip(), value.strip()))
-    go_by_name: dict[str, list[tuple[str, str]]] = {name: [] for name, _ in entries}
-    for text in go_options:
-        name, sep, rest = text.partition(":")
-        key, eq, value = rest.partition("=")
-        if not sep or not eq or not key.strip():
-            raise BookgenError(f"bad --go-option {text!r}: expected NAME:KEY=VALUE "
-                               "(for example fsf:depth=12)")
-        if name not in go_by_name:
-            raise BookgenError(f"--go-option {text!r}: no player named {name!r} "
-                               f"(players: {', '.join(go_by_name) or 'none'})")
-        go_by_name[name].append((key.strip(), value.strip()))
+    names = [name for name, _ in entries]
+    by_name = _per_player("--option", options, names, "fsf:Threads=1")
+    go_by_name = _per_player("--go-option", go_options, names, "fsf:depth=12")
     for name, spec in entries:
         if spec == "builtin" and go_by_name[name]:
             raise BookgenError(f"--go-option {name}:...: player {name} is the built-in "
